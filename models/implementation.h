@@ -1,0 +1,56 @@
+// The seam: every property asks its questions through Implementation, so the same suite can
+// judge the reference model, a planted mutant, or a real Megatron behind an adapter.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/flat_state.h"
+#include "models/gpt_layer_maps.h"
+#include "models/hybrid_pattern.h"
+
+namespace ih {
+
+/// The operations of Megatron's checkpoint surface that the harness checks.
+enum class Operation {
+  parse_pattern,
+  layer_maps,
+  select_segment,
+  retarget,
+  fsdp_key,
+  fsdp_retarget,
+};
+
+/// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
+inline Error unsupported(std::string_view implementation, std::string_view what) {
+  return make_error(ErrorKind::unsupported, std::string(implementation) + " does not support " + std::string(what));
+}
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  /// "reference", "mutant:<name>", "megatron <version>".
+  virtual std::string name() const = 0;
+  virtual bool supports(Operation op) const { return true; }
+
+  /// parse_hybrid_pattern (spec 1.3); nullopt is Python None.
+  virtual Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) = 0;
+  /// gpt_compatible_layer_maps (spec 2.2).
+  virtual Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) = 0;
+  /// select_pipeline_segment (spec 1.6).
+  virtual Result<pattern::SegmentSelection> select_segment(std::string_view main,
+                                                           const pattern::SegmentRequest& request) = 0;
+  /// Layer maps of `pattern`, then retarget_sharded_state_dict_to_gpt_checkpoint (spec 2.4).
+  virtual Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) = 0;
+  /// _retarget_explicit_key_to_gpt_checkpoint (spec 2.7); nullopt result = omitted.
+  virtual Result<std::optional<std::string>> fsdp_key(std::string_view pattern, std::string_view key,
+                                                      const std::optional<std::vector<std::string>>& checkpoint_keys) = 0;
+  /// retarget_fsdp_state_dict_to_gpt_checkpoint (spec 2.7).
+  virtual Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
+                                          const std::optional<std::vector<std::string>>& checkpoint_keys,
+                                          std::string_view prefix) = 0;
+};
+
+}  // namespace ih

@@ -1,0 +1,23 @@
+// The reference model behind the seam.
+#pragma once
+
+#include "models/implementation.h"
+
+namespace ih {
+
+class ReferenceImplementation : public Implementation {
+ public:
+  std::string name() const override { return "reference"; }
+  Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override;
+  Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override;
+  Result<pattern::SegmentSelection> select_segment(std::string_view main,
+                                                   const pattern::SegmentRequest& request) override;
+  Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) override;
+  Result<std::optional<std::string>> fsdp_key(std::string_view pattern, std::string_view key,
+                                              const std::optional<std::vector<std::string>>& checkpoint_keys) override;
+  Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
+                                  const std::optional<std::vector<std::string>>& checkpoint_keys,
+                                  std::string_view prefix) override;
+};
+
+}  // namespace ih

@@ -1,0 +1,103 @@
+// Errors as values for the reference model: every failure names its kind and the offending input.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace ih {
+
+/// One distinct code per check of the spec, so tests can assert *which* check fired.
+enum class ErrorKind {
+  // Pattern grammar and GPT layer maps (spec 1, 2.2). Names are the CLI's JSON "kind" strings.
+  invalid_symbol,
+  mtp_not_identical,
+  attention_with_mla_dsa,
+  mtp_present,
+  empty_pattern,
+  untranslatable_layer_types,
+  mixed_mlp_kinds,
+  unbalanced_attention_mlp,
+  unknown_layer_symbol,  // Python KeyError in get_layer_maps_from_layer_type_list (spec 1.7)
+  // Pipeline segment selection (spec 1.6).
+  pipe_with_first_last,
+  vpp_without_pipes,
+  middle_not_divisible,
+  layers_not_divisible_by_pp,
+  segments_not_divisible_by_pp,
+  segment_out_of_range,
+  // Retargeting (spec 2.4-2.7).
+  unknown_hybrid_layer,
+  uneven_prepend,  // Python TypeError: prepending to a tensor without axis_fragmentations
+  // Data model (spec 3).
+  metadata_integrity,
+  invalid_rank_offsets,
+  narrow_misaligned,
+  merge_key_mismatch,
+  merge_list_length,
+  merge_duplicate_leaf,
+  // Layouts (spec 4).
+  split_sections_mismatch,
+  // Generic input problems.
+  invalid_argument,
+  overflow,
+  bad_json,
+  unsupported,  // the implementation cannot answer this operation
+};
+
+/// The stable snake_case name of a kind (the CLI's JSON "kind").
+std::string_view to_string(ErrorKind kind);
+
+struct Error {
+  ErrorKind kind;
+  std::string message;
+
+  /// Adds context while keeping the original message (rule 4 of the style guide).
+  Error with_context(std::string_view context) const {
+    return Error{kind, std::string(context) + ": " + message};
+  }
+};
+
+/// A value or an Error. Small on purpose: C++20 has no std::expected.
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::move(value)) {}
+  Result(Error error) : state_(std::move(error)) {}
+
+  bool ok() const { return std::holds_alternative<T>(state_); }
+  explicit operator bool() const { return ok(); }
+  const T& value() const& { return std::get<T>(state_); }
+  T& value() & { return std::get<T>(state_); }
+  T&& value() && { return std::get<T>(std::move(state_)); }
+  const Error& error() const { return std::get<Error>(state_); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+
+ private:
+  std::variant<T, Error> state_;
+};
+
+/// Success carries nothing.
+struct Ok {};
+using Status = Result<Ok>;
+
+inline Error make_error(ErrorKind kind, std::string message) { return Error{kind, std::move(message)}; }
+
+}  // namespace ih
+
+/// Propagates an error from an expression returning Result/Status; yields nothing.
+#define IH_TRY_STATUS(expr)                                  \
+  do {                                                       \
+    auto ih_status_ = (expr);                                \
+    if (!ih_status_.ok()) return ih_status_.error();         \
+  } while (0)
+
+/// Evaluates a Result expression, returns its error, else binds the value to `var`.
+#define IH_TRY_ASSIGN(var, expr)                             \
+  auto var##_result_ = (expr);                               \
+  if (!var##_result_.ok()) return var##_result_.error();     \
+  auto var = std::move(var##_result_).value()
