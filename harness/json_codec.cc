@@ -1,0 +1,262 @@
+#include "harness/json_codec.h"
+
+#include <limits>
+
+namespace ih::json {
+namespace {
+
+Error bad(const std::string& where, const std::string& what) { return make_error(ErrorKind::bad_json, where + ": " + what); }
+
+Result<std::int64_t> int_field(const Json& object, const char* field, const std::string& where) {
+  if (!object.contains(field)) return bad(where, std::string("missing field \"") + field + "\"");
+  const Json& value = object.at(field);
+  if (value.is_number_integer() && !(value.is_number_unsigned() &&
+                                     value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
+    return value.get<std::int64_t>();
+  return bad(where, std::string("field \"") + field + "\" must be a 64-bit integer, got " + dump(value));
+}
+
+Result<Shape> shape_value(const Json& value, const std::string& where, const char* field) {
+  if (!value.is_array()) return bad(where, std::string("field \"") + field + "\" must be a list of integers, got " + dump(value));
+  Shape out;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const Json& item = value[i];
+    if (!item.is_number_integer() ||
+        (item.is_number_unsigned() && item.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
+      return bad(where, std::string("field \"") + field + "\"[" + std::to_string(i) + "] must be a 64-bit integer, got " + dump(item));
+    out.push_back(item.get<std::int64_t>());
+  }
+  return out;
+}
+
+Result<Shape> shape_field(const Json& object, const char* field, const std::string& where) {
+  if (!object.contains(field)) return bad(where, std::string("missing field \"") + field + "\"");
+  return shape_value(object.at(field), where, field);
+}
+
+Result<std::string> string_field(const Json& object, const char* field, const std::string& where) {
+  if (!object.contains(field)) return bad(where, std::string("missing field \"") + field + "\"");
+  if (!object.at(field).is_string()) return bad(where, std::string("field \"") + field + "\" must be a string");
+  return object.at(field).get<std::string>();
+}
+
+Result<ReplicaId> replica_field(const Json& object, const std::string& where) {
+  if (!object.contains("replica_id")) return ReplicaId{};  // Megatron's default replica_id = 0
+  const Json& value = object.at("replica_id");
+  if (value.is_array()) {
+    IH_TRY_ASSIGN(coords, shape_value(value, where, "replica_id"));
+    return ReplicaId::tuple(std::move(coords));
+  }
+  IH_TRY_ASSIGN(scalar, int_field(object, "replica_id", where));
+  return ReplicaId::scalar(scalar);
+}
+
+Json replica_to_json(const ReplicaId& replica) {
+  if (replica.is_tuple) return Json(replica.coords);
+  return Json(replica.coords.empty() ? 0 : replica.coords[0]);
+}
+
+Result<bool> bool_field(const Json& object, const char* field, bool fallback, const std::string& where) {
+  if (!object.contains(field)) return fallback;
+  if (!object.at(field).is_boolean()) return bad(where, std::string("field \"") + field + "\" must be true or false");
+  return object.at(field).get<bool>();
+}
+
+Result<Leaf> tensor_from_json(const Json& object, const std::string& where) {
+  ShardedTensor t;
+  IH_TRY_ASSIGN(key, string_field(object, "key", where));
+  IH_TRY_ASSIGN(global_shape, shape_field(object, "global_shape", where));
+  IH_TRY_ASSIGN(global_offset, shape_field(object, "global_offset", where));
+  IH_TRY_ASSIGN(local_shape, shape_field(object, "local_shape", where));
+  IH_TRY_ASSIGN(prepend, int_field(object, "prepend_axis_num", where));
+  IH_TRY_ASSIGN(replica, replica_field(object, where));
+  IH_TRY_ASSIGN(allow_mismatch, bool_field(object, "allow_shape_mismatch", false, where));
+  if (!object.contains("axis_fragmentations")) return bad(where, "missing field \"axis_fragmentations\" (use null for uneven)");
+  if (!object.at("axis_fragmentations").is_null()) {
+    IH_TRY_ASSIGN(frag, shape_value(object.at("axis_fragmentations"), where, "axis_fragmentations"));
+    t.axis_fragmentations = std::move(frag);
+  }
+  if (object.contains("dtype")) {
+    IH_TRY_ASSIGN(dtype, string_field(object, "dtype", where));
+    t.dtype = std::move(dtype);
+  }
+  t.key = std::move(key);
+  t.global_shape = std::move(global_shape);
+  t.global_offset = std::move(global_offset);
+  t.local_shape = std::move(local_shape);
+  t.prepend_axis_num = prepend;
+  t.replica_id = std::move(replica);
+  t.allow_shape_mismatch = allow_mismatch;
+  if (auto status = t.validate_metadata_integrity(); !status.ok()) return status.error().with_context(where);
+  return Leaf(std::move(t));
+}
+
+Result<Leaf> object_from_json(const Json& object, const std::string& where) {
+  IH_TRY_ASSIGN(key, string_field(object, "key", where));
+  IH_TRY_ASSIGN(global_shape, shape_field(object, "global_shape", where));
+  IH_TRY_ASSIGN(global_offset, shape_field(object, "global_offset", where));
+  IH_TRY_ASSIGN(replica, replica_field(object, where));
+  ShardedObject out{std::move(key), std::nullopt, std::move(global_shape), std::move(global_offset), std::move(replica)};
+  if (auto status = out.validate_metadata_integrity(); !status.ok()) return status.error().with_context(where);
+  return Leaf(std::move(out));
+}
+
+Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*shape) : Json(nullptr); }
+
+Json index_map_to_json(const pattern::IndexMap& map) {
+  Json out = Json::array();
+  for (const auto& [hybrid, gpt] : map) out.push_back(Json::array({hybrid, gpt}));
+  return out;
+}
+
+Result<pattern::IndexMap> index_map_from_json(const Json& object, const char* field) {
+  if (!object.contains(field) || !object.at(field).is_array()) return bad("layer maps", std::string("missing list \"") + field + "\"");
+  pattern::IndexMap out;
+  for (const Json& pair : object.at(field)) {
+    IH_TRY_ASSIGN(values, shape_value(pair, "layer maps", field));
+    if (values.size() != 2) return bad("layer maps", std::string("\"") + field + "\" items must be [hybrid, gpt] pairs");
+    out.emplace_back(values[0], values[1]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Result<Json> parse(std::string_view text) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(ErrorKind::bad_json, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+Json error_to_json(const Error& error) {
+  return Json{{"kind", std::string(to_string(error.kind))}, {"message", error.message}};
+}
+
+Error error_from_json(const Json& object) {
+  const std::string kind = object.is_object() && object.contains("kind") && object["kind"].is_string() ? object["kind"].get<std::string>() : "";
+  const std::string message = object.is_object() && object.contains("message") && object["message"].is_string()
+                                  ? object["message"].get<std::string>() : dump(object);
+  for (int k = 0; k <= static_cast<int>(ErrorKind::unsupported); ++k)
+    if (to_string(static_cast<ErrorKind>(k)) == kind) return Error{static_cast<ErrorKind>(k), message};
+  return Error{ErrorKind::invalid_argument, "[" + kind + "] " + message};
+}
+
+Json layer_maps_to_json(std::string_view pattern, const Result<GptCompatLayerMaps>& maps) {
+  Json out;
+  out["pattern"] = std::string(pattern);
+  out["ok"] = maps.ok();
+  if (!maps.ok()) {
+    out["error"] = error_to_json(maps.error());
+    return out;
+  }
+  out["num_gpt_layers"] = maps->num_gpt_layers;
+  out["attention_to_gpt"] = index_map_to_json(maps->attention_to_gpt);
+  out["mlp_to_gpt"] = index_map_to_json(maps->mlp_to_gpt);
+  out["fresh_init"] = maps->fresh_init;
+  return out;
+}
+
+Result<GptCompatLayerMaps> layer_maps_from_json(const Json& object) {
+  if (!object.is_object() || !object.contains("ok") || !object["ok"].is_boolean()) return bad("layer maps", "missing \"ok\"");
+  if (!object["ok"].get<bool>()) return error_from_json(object.value("error", Json::object()));
+  GptCompatLayerMaps out;
+  IH_TRY_ASSIGN(attention, index_map_from_json(object, "attention_to_gpt"));
+  IH_TRY_ASSIGN(mlp, index_map_from_json(object, "mlp_to_gpt"));
+  IH_TRY_ASSIGN(fresh, shape_field(object, "fresh_init", "layer maps"));
+  IH_TRY_ASSIGN(layers, int_field(object, "num_gpt_layers", "layer maps"));
+  out.attention_to_gpt = std::move(attention);
+  out.mlp_to_gpt = std::move(mlp);
+  out.fresh_init = std::move(fresh);
+  out.num_gpt_layers = layers;
+  return out;
+}
+
+Json leaf_to_json(const Leaf& leaf) {
+  if (const auto* t = std::get_if<ShardedTensor>(&leaf)) {
+    Json out{{"kind", "tensor"}, {"key", t->key}, {"global_shape", t->global_shape}, {"global_offset", t->global_offset},
+             {"local_shape", t->local_shape}, {"axis_fragmentations", shape_or_null(t->axis_fragmentations)},
+             {"replica_id", replica_to_json(t->replica_id)}, {"prepend_axis_num", t->prepend_axis_num}};
+    if (t->dtype != "float32") out["dtype"] = t->dtype;
+    if (t->allow_shape_mismatch) out["allow_shape_mismatch"] = true;
+    return out;
+  }
+  if (const auto* o = std::get_if<ShardedObject>(&leaf))
+    return Json{{"kind", "object"}, {"key", o->key}, {"global_shape", o->global_shape},
+                {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
+  if (std::holds_alternative<LocalNonpersistent>(leaf)) return Json{{"kind", "local"}};
+  if (const auto* p = std::get_if<PlainValue>(&leaf)) return Json{{"kind", "plain"}, {"value", p->repr}};
+  if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) return Json{{"kind", "factory"}, {"key", f->key}};
+  return Json{{"kind", "tensor_value"}};
+}
+
+Result<Leaf> leaf_from_json(const Json& object) {
+  const std::string where = "entry";
+  if (!object.is_object()) return bad(where, "must be an object");
+  IH_TRY_ASSIGN(kind, string_field(object, "kind", where));
+  if (kind == "tensor") return tensor_from_json(object, where);
+  if (kind == "object") return object_from_json(object, where);
+  if (kind == "local") return Leaf(LocalNonpersistent{});
+  if (kind == "plain") return Leaf(PlainValue{object.contains("value") ? dump(object["value"]) : "null"});
+  return bad(where, "unknown kind \"" + kind + "\" (expected tensor, object, local or plain)");
+}
+
+Json entries_to_json(const std::vector<FlatEntry>& entries) {
+  Json out = Json::array();
+  for (const FlatEntry& entry : entries) out.push_back(Json{{"path", entry.path}, {"entry", leaf_to_json(entry.entry)}});
+  return out;
+}
+
+Result<std::vector<FlatEntry>> entries_from_json(const Json& document) {
+  if (!document.is_array()) return bad("state dict", "must be a list of {\"path\", \"entry\"} objects");
+  std::vector<FlatEntry> out;
+  out.reserve(document.size());
+  for (std::size_t i = 0; i < document.size(); ++i) {
+    const Json& item = document[i];
+    const std::string where = "entry " + std::to_string(i);
+    if (!item.is_object()) return bad(where, "must be an object with \"path\" and \"entry\"");
+    IH_TRY_ASSIGN(path, string_field(item, "path", where));
+    if (!item.contains("entry")) return bad(where, "missing field \"entry\"");
+    auto leaf = leaf_from_json(item.at("entry"));
+    if (!leaf.ok()) return leaf.error().with_context(where + " (path '" + path + "')");
+    out.push_back({std::move(path), std::move(leaf).value()});
+  }
+  return out;
+}
+
+Json tree_to_json(const StateNode& tree) {
+  if (tree.is_dict()) {
+    Json out = Json::object();
+    for (const DictItem& item : tree.dict()) out[to_string(item.key)] = tree_to_json(item.value);
+    return out;
+  }
+  if (tree.is_list()) {
+    Json out = Json::array();
+    for (const StateNode& child : tree.list()) out.push_back(tree_to_json(child));
+    return out;
+  }
+  if (const auto* plain = tree.leaf_if<PlainValue>()) {
+    auto parsed = parse(plain->repr);
+    return parsed.ok() ? *parsed : Json(plain->repr);
+  }
+  return leaf_to_json(tree.leaf());
+}
+
+StateNode tree_from_json(const Json& value) {
+  if (value.is_object()) {
+    StateDict dict;
+    for (const auto& [key, child] : value.items()) dict.push_back({key, tree_from_json(child)});
+    return StateNode(std::move(dict));
+  }
+  if (value.is_array()) {
+    StateList list;
+    for (const Json& child : value) list.push_back(tree_from_json(child));
+    return StateNode(std::move(list));
+  }
+  return StateNode(PlainValue{dump(value)});
+}
+
+}  // namespace ih::json

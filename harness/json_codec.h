@@ -1,0 +1,45 @@
+// JSON forms of the model's values, shared by the CLI and the Megatron adapter client.
+// Parsing is strict: a wrong type, a missing field or a non-64-bit integer is a bad_json
+// error naming the entry and field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/flat_state.h"
+#include "models/gpt_layer_maps.h"
+
+namespace ih::json {
+
+using Json = nlohmann::ordered_json;
+
+/// Serializes with invalid UTF-8 replaced, so an odd byte in a pattern never throws.
+std::string dump(const Json& value);
+/// Parses a document; syntax errors become bad_json with the parser's position.
+Result<Json> parse(std::string_view text);
+
+/// {"pattern", "ok": true, "num_gpt_layers", "attention_to_gpt", "mlp_to_gpt", "fresh_init"} or
+/// {"pattern", "ok": false, "error": {"kind", "message"}} (docs/cli.md).
+Json layer_maps_to_json(std::string_view pattern, const Result<GptCompatLayerMaps>& maps);
+/// The inverse of layer_maps_to_json for ok answers (used to read the adapter's replies).
+Result<GptCompatLayerMaps> layer_maps_from_json(const Json& object);
+
+/// {"kind", "message"}.
+Json error_to_json(const Error& error);
+/// Reads {"kind", "message"}; an unknown kind keeps its text in the message.
+Error error_from_json(const Json& object);
+
+/// One state-dict entry: {"kind": "tensor"|"object"|"local"|"plain", ...} (docs/state-dict-json.md).
+Json leaf_to_json(const Leaf& leaf);
+Result<Leaf> leaf_from_json(const Json& object);
+
+/// A list of {"path", "entry"}.
+Json entries_to_json(const std::vector<FlatEntry>& entries);
+Result<std::vector<FlatEntry>> entries_from_json(const Json& document);
+
+/// An FSDP-style tree: JSON objects are dicts, arrays lists, scalars plain leaves.
+Json tree_to_json(const StateNode& tree);
+StateNode tree_from_json(const Json& value);
+
+}  // namespace ih::json

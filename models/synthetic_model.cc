@@ -1,0 +1,307 @@
+#include "models/synthetic_model.h"
+
+#include "models/checked_math.h"
+#include "models/hybrid_pattern.h"
+
+namespace ih {
+namespace {
+
+/// SwiGLU fc1 (spec 2.3): the TP-local 2F/T rows split into W (chunk t) and V (chunk t + T) of 2T.
+class SwigluBuilder : public FactoryBuilder {
+ public:
+  SwigluBuilder(std::vector<AxisOffset> prefix, std::int64_t tp, std::int64_t tp_rank)
+      : prefix_(std::move(prefix)), tp_(tp), tp_rank_(tp_rank) {}
+  std::string name() const override { return "swiglu"; }
+
+  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>& data,
+                          const ReplicaId& replica) const override {
+    if (!data) return make_error(ErrorKind::invalid_argument, "swiglu factory '" + key + "' needs its data to build");
+    const std::int64_t half = data->rows() / 2;
+    StateList pieces;
+    for (std::int64_t part = 0; part < 2; ++part) {
+      std::vector<AxisOffset> offsets = prefix_;
+      offsets.push_back({static_cast<std::int64_t>(prefix_.size()), tp_rank_ + part * tp_, 2 * tp_});
+      IH_TRY_ASSIGN(piece, ShardedTensor::from_rank_offsets(key, {}, offsets, replica,
+                                                            static_cast<std::int64_t>(prefix_.size()),
+                                                            data->row_view(part * half, (part + 1) * half)));
+      pieces.push_back(StateNode(std::move(piece)));
+    }
+    return StateNode(std::move(pieces));
+  }
+
+  Result<TensorValue> merge(const StateNode& loaded) const override {
+    if (!loaded.is_list() || loaded.list().size() != 2)
+      return make_error(ErrorKind::merge_key_mismatch, "swiglu merge expects the two loaded halves [W, V]");
+    std::vector<TensorValue> halves;
+    for (const StateNode& half : loaded.list()) {
+      const auto* value = half.leaf_if<TensorValue>();
+      if (!value) return make_error(ErrorKind::merge_key_mismatch, "swiglu merge: a loaded half is not a tensor");
+      halves.push_back(*value);
+    }
+    return TensorValue::concat_rows(halves);
+  }
+
+ private:
+  std::vector<AxisOffset> prefix_;
+  std::int64_t tp_, tp_rank_;
+};
+
+enum class Sharding { column, row, replicated };
+
+/// Emits one model chunk's entries (and their optimizer copies) into a flat dict.
+class Emitter {
+ public:
+  Emitter(const ModelConfig& config, const RankLayout& layout, const OptimizerStates& optimizer, StateDict& out)
+      : c_(config), l_(layout), optimizer_(optimizer), out_(out) {}
+
+  /// Key prefix, path prefix and sharded offsets of the entries that follow.
+  void at(std::string key_prefix, std::string path_prefix, std::vector<AxisOffset> prefix) {
+    key_prefix_ = std::move(key_prefix);
+    path_prefix_ = std::move(path_prefix);
+    prefix_ = std::move(prefix);
+  }
+
+  Status tensor(const std::string& sub, Shape local, Sharding sharding, bool allow_mismatch = false) {
+    std::vector<AxisOffset> offsets = prefix_;
+    const auto p = static_cast<std::int64_t>(prefix_.size());
+    const bool expert = is_expert_;
+    const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
+    if (sharding == Sharding::column) offsets.push_back({p, rank, size});
+    if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
+    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({0, rank, l_.dp_rank})
+                                                               : ReplicaId::tuple({0, 0, l_.dp_rank});
+    IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p,
+                                                      TensorValue::of_storage(next_storage(), std::move(local))));
+    t.allow_shape_mismatch = allow_mismatch;
+    add_with_optimizer(sub, Leaf(std::move(t)));
+    return Ok{};
+  }
+
+  void object(const std::string& sub) {
+    Shape shape, offset;
+    for (const AxisOffset& a : prefix_) {
+      shape.push_back(a.fragments);
+      offset.push_back(a.rank_offset);
+    }
+    if (shape.empty()) shape = {1}, offset = {0};
+    const std::int64_t rank = is_expert_ ? l_.etp_rank : l_.tp_rank;
+    out_.push_back({path_prefix_ + sub, StateNode(ShardedObject{key_prefix_ + sub, ObjectRef{next_storage()}, shape,
+                                                                offset, ReplicaId::tuple({0, rank, l_.dp_rank})})});
+  }
+
+  void swiglu(const std::string& sub, Shape local) {
+    ShardedTensorFactory factory{key_prefix_ + sub, TensorValue::of_storage(next_storage(), std::move(local)),
+                                 ReplicaId::tuple({0, 0, l_.dp_rank}),
+                                 std::make_shared<SwigluBuilder>(prefix_, l_.tp, l_.tp_rank), {}};
+    add_with_optimizer(sub, Leaf(std::move(factory)));
+  }
+
+  void set_expert(bool expert) { is_expert_ = expert; }
+  void plain(const std::string& path, std::string value) { out_.push_back({path, StateNode(PlainValue{std::move(value)})}); }
+
+ private:
+  std::uint64_t next_storage() { return ++storage_; }
+
+  void add_with_optimizer(const std::string& sub, Leaf leaf) {
+    for (const std::string& state : optimizer_.names) {
+      Leaf copy = leaf;
+      const std::string prefix = "optimizer.state." + state + ".";
+      if (auto* t = std::get_if<ShardedTensor>(&copy)) {
+        t->key = prefix + t->key;
+        t->data = TensorValue::of_storage(next_storage(), t->local_shape);
+      } else if (auto* f = std::get_if<ShardedTensorFactory>(&copy)) {
+        f->key = prefix + f->key;
+      }
+      out_.push_back({"optimizer.state." + path_prefix_ + sub + "." + state, StateNode(std::move(copy))});
+    }
+    out_.push_back({path_prefix_ + sub, StateNode(std::move(leaf))});
+  }
+
+  const ModelConfig& c_;
+  const RankLayout& l_;
+  const OptimizerStates& optimizer_;
+  StateDict& out_;
+  std::string key_prefix_, path_prefix_;
+  std::vector<AxisOffset> prefix_;
+  bool is_expert_ = false;
+  std::uint64_t storage_ = 0;
+};
+
+Status emit_attention(Emitter& e, const ModelConfig& c, const RankLayout& l) {
+  const std::int64_t qkv_rows = (c.num_attention_heads + 2 * c.num_query_groups) * c.kv_channels / l.tp;
+  const std::int64_t proj_cols = c.num_attention_heads * c.kv_channels / l.tp;
+  IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.weight", {qkv_rows, c.hidden}, Sharding::column));
+  if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.bias", {qkv_rows}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  e.object("self_attention.linear_qkv._extra_state");
+  IH_TRY_STATUS(e.tensor("self_attention.linear_proj.weight", {c.hidden, proj_cols}, Sharding::row));
+  if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_proj.bias", {c.hidden}, Sharding::replicated));
+  e.object("self_attention.linear_proj._extra_state");
+  return Ok{};
+}
+
+Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
+  const std::int64_t rows = c.ffn_hidden / l.tp;
+  if (c.gated_mlp) e.swiglu("mlp.linear_fc1.weight", {2 * rows, c.hidden});
+  else IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+  if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc1.bias", {rows}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mlp.linear_fc1.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  e.object("mlp.linear_fc1._extra_state");
+  IH_TRY_STATUS(e.tensor("mlp.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+  if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc2.bias", {c.hidden}, Sharding::replicated));
+  e.object("mlp.linear_fc2._extra_state");
+  return Ok{};
+}
+
+/// MoE layer: router replicated; every local expert adds an expert axis after the layer axis.
+Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& key_prefix,
+                const std::string& path_prefix, const std::vector<AxisOffset>& prefix) {
+  IH_TRY_STATUS(e.tensor("pre_mlp_layernorm.weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.tensor("mlp.router.weight", {c.num_experts, c.hidden}, Sharding::replicated));
+  const std::int64_t local_experts = c.num_experts / l.ep, rows = c.moe_ffn_hidden / l.etp;
+  e.set_expert(true);
+  for (std::int64_t local = 0; local < local_experts; ++local) {
+    const std::int64_t expert = l.ep_rank * local_experts + local;
+    std::vector<AxisOffset> expert_prefix = prefix;
+    expert_prefix.push_back({static_cast<std::int64_t>(prefix.size()), expert, c.num_experts});
+    e.at(key_prefix, path_prefix + "mlp.experts." + std::to_string(local) + ".", expert_prefix);
+    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+    e.object("mlp.experts.linear_fc1._extra_state");
+    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+    e.object("mlp.experts.linear_fc2._extra_state");
+  }
+  e.set_expert(false);
+  e.at(key_prefix, path_prefix, prefix);
+  return Ok{};
+}
+
+Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
+  const std::int64_t d_inner = c.mamba_heads * c.mamba_head_dim / l.tp;
+  const std::int64_t group_state = c.mamba_groups * c.mamba_state / l.tp, heads = c.mamba_heads / l.tp;
+  IH_TRY_STATUS(e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.in_proj.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  e.object("mixer.in_proj._extra_state");
+  IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.A_log", {heads}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.dt_bias", {heads}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.D", {heads}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.norm.weight", {d_inner}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.out_proj.weight", {c.hidden, d_inner}, Sharding::row));
+  e.object("mixer.out_proj._extra_state");
+  return Ok{};
+}
+
+Status emit_embedding(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& chunk) {
+  e.at("", chunk + ".", {});
+  return e.tensor("embedding.word_embeddings.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true);
+}
+
+Status emit_head(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& chunk, bool hybrid) {
+  e.at("", chunk + ".", {});
+  IH_TRY_STATUS(e.tensor(hybrid ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight", {c.hidden},
+                         Sharding::replicated));
+  IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column));
+  if (hybrid) e.object("output_layer._extra_state");  // GPT drops it from its sharded dict
+  return Ok{};
+}
+
+Status emit_layer(Emitter& e, char symbol, const ModelConfig& c, const RankLayout& l, const std::string& key_prefix,
+                  const std::string& path_prefix, const std::vector<AxisOffset>& prefix) {
+  e.at(key_prefix, path_prefix, prefix);
+  switch (symbol) {
+    case pattern::kAttention: return emit_attention(e, c, l);
+    case pattern::kMlp: return emit_dense_mlp(e, c, l);
+    case pattern::kMoe: return emit_moe(e, c, l, key_prefix, path_prefix, prefix);
+    case pattern::kMamba: return emit_mamba(e, c, l);
+    default:
+      return make_error(ErrorKind::invalid_argument, std::string("synthetic hybrid layers support M, *, - and E, not '") +
+                                                         symbol + "'");
+  }
+}
+
+Status require_divides(std::int64_t divisor, std::int64_t value, const char* what) {
+  if (divisor < 1 || value % divisor != 0)
+    return make_error(ErrorKind::invalid_argument, std::string(what) + ": " + std::to_string(value) +
+                                                       " is not divisible by " + std::to_string(divisor));
+  return Ok{};
+}
+
+Status require_rank(std::int64_t rank, std::int64_t size, const char* what) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return make_error(ErrorKind::invalid_argument, std::string(what) + " rank " + std::to_string(rank) +
+                                                       " is outside [0, " + std::to_string(size) + ")");
+  return Ok{};
+}
+
+}  // namespace
+
+Status validate_layout(const ModelConfig& c, const RankLayout& l) {
+  IH_TRY_STATUS(require_rank(l.tp_rank, l.tp, "tensor-parallel"));
+  IH_TRY_STATUS(require_rank(l.pp_rank, l.pp, "pipeline-parallel"));
+  IH_TRY_STATUS(require_rank(l.ep_rank, l.ep, "expert-parallel"));
+  IH_TRY_STATUS(require_rank(l.etp_rank, l.etp, "expert-tensor-parallel"));
+  IH_TRY_STATUS(require_divides(l.tp, c.num_attention_heads, "num_attention_heads by tp"));
+  IH_TRY_STATUS(require_divides(l.tp, c.num_query_groups, "num_query_groups by tp"));
+  IH_TRY_STATUS(require_divides(l.tp, c.ffn_hidden, "ffn_hidden by tp"));
+  IH_TRY_STATUS(require_divides(l.tp, c.vocab, "vocab by tp"));
+  IH_TRY_STATUS(require_divides(l.tp, c.mamba_heads, "mamba_heads by tp"));
+  IH_TRY_STATUS(require_divides(l.tp, c.mamba_groups, "mamba_groups by tp"));
+  if (c.num_experts > 0) {
+    IH_TRY_STATUS(require_divides(l.ep, c.num_experts, "num_experts by ep"));
+    IH_TRY_STATUS(require_divides(l.etp, c.moe_ffn_hidden, "moe_ffn_hidden by etp"));
+  }
+  return Ok{};
+}
+
+Result<StateNode> gpt_sharded_state_dict(const ModelConfig& config, std::int64_t num_layers, const RankLayout& layout,
+                                         const OptimizerStates& optimizer) {
+  IH_TRY_STATUS(validate_layout(config, layout));
+  if (num_layers < 1) return make_error(ErrorKind::invalid_argument, "num_layers must be positive");
+  IH_TRY_STATUS(require_divides(layout.pp, num_layers, "num_layers by pp"));
+  StateDict out;
+  Emitter emitter(config, layout, optimizer, out);
+  if (layout.pp_rank == 0) IH_TRY_STATUS(emit_embedding(emitter, config, layout, "model"));
+  const std::int64_t per_stage = num_layers / layout.pp;
+  const char mlp = config.num_experts > 0 ? pattern::kMoe : pattern::kMlp;
+  for (std::int64_t local = 0; local < per_stage; ++local) {
+    const std::int64_t global = layout.pp_rank * per_stage + local;
+    const std::string path = "model.decoder.layers." + std::to_string(local) + ".";
+    for (const char symbol : {pattern::kAttention, mlp})
+      IH_TRY_STATUS(emit_layer(emitter, symbol, config, layout, "decoder.layers.", path, {{0, global, num_layers}}));
+  }
+  if (layout.pp_rank == layout.pp - 1) IH_TRY_STATUS(emit_head(emitter, config, layout, "model", false));
+  if (!optimizer.names.empty()) emitter.plain("optimizer.param_state_sharding_type", "\"fully_reshardable\"");
+  return StateNode(std::move(out));
+}
+
+Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::string_view pattern_text,
+                                            const RankLayout& layout, const OptimizerStates& optimizer) {
+  IH_TRY_STATUS(validate_layout(config, layout));
+  IH_TRY_ASSIGN(parsed, pattern::parse(pattern_text));
+  const std::string main = parsed.main.value_or("");
+  const std::int64_t segments = pattern::pipeline_segment_count(main);
+  const bool virtual_stages = segments > 1 && segments > layout.pp;
+  const std::int64_t stages = virtual_stages ? segments / layout.pp : 1;
+  StateDict out;
+  Emitter emitter(config, layout, optimizer, out);
+  for (std::int64_t vp = 0; vp < stages; ++vp) {
+    const std::string chunk = stages > 1 ? "model" + std::to_string(vp) : "model";
+    IH_TRY_ASSIGN(segment, pattern::select_segment(main, {layout.pp_rank, layout.pp,
+                                                          virtual_stages ? std::optional<std::int64_t>(vp) : std::nullopt,
+                                                          std::nullopt, std::nullopt}));
+    if (layout.pp_rank == 0 && vp == 0) IH_TRY_STATUS(emit_embedding(emitter, config, layout, chunk));
+    for (std::size_t i = 0; i < segment.layers.size(); ++i) {
+      const std::int64_t global = segment.offset + static_cast<std::int64_t>(i);
+      IH_TRY_STATUS(emit_layer(emitter, segment.layers[i], config, layout,
+                               "decoder.layers." + std::to_string(global) + ".",
+                               chunk + ".decoder.layers." + std::to_string(i) + ".", {}));
+    }
+    if (layout.pp_rank == layout.pp - 1 && vp == stages - 1)
+      IH_TRY_STATUS(emit_head(emitter, config, layout, chunk, true));
+  }
+  if (!optimizer.names.empty()) emitter.plain("optimizer.param_state_sharding_type", "\"fully_reshardable\"");
+  return StateNode(std::move(out));
+}
+
+}  // namespace ih

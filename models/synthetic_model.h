@@ -1,0 +1,60 @@
+// Synthetic sharded state dicts (spec 2.3): what a GPTModel (homogeneous layers) and a HybridModel
+// (per-layer keys) emit for one rank of a parallel layout, with TE-spec keys, replica ids and
+// fragmentations; optionally the model-space distributed-optimizer entries (spec 2.6).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/state_tree.h"
+
+namespace ih {
+
+/// Model dimensions (a small GPT by default). num_experts = 0 means dense MLP layers.
+struct ModelConfig {
+  std::int64_t hidden = 256;
+  std::int64_t num_attention_heads = 8;
+  std::int64_t num_query_groups = 8;
+  std::int64_t kv_channels = 32;
+  std::int64_t ffn_hidden = 1024;
+  bool gated_mlp = false;
+  bool add_bias = false;
+  std::int64_t num_experts = 0;
+  std::int64_t moe_ffn_hidden = 512;
+  std::int64_t vocab = 1024;
+  std::int64_t mamba_heads = 8;
+  std::int64_t mamba_head_dim = 32;
+  std::int64_t mamba_groups = 2;
+  std::int64_t mamba_state = 16;
+};
+
+/// One rank's position in the parallel layout.
+struct RankLayout {
+  std::int64_t tp = 1, tp_rank = 0;
+  std::int64_t pp = 1, pp_rank = 0;
+  std::int64_t ep = 1, ep_rank = 0;
+  std::int64_t etp = 1, etp_rank = 0;
+  std::int64_t dp_rank = 0;
+};
+
+/// Which distributed-optimizer states to emit next to the model entries (empty: none).
+struct OptimizerStates {
+  std::vector<std::string> names;  // e.g. exp_avg, exp_avg_sq, fp32_param
+  static OptimizerStates adam() { return {{"exp_avg", "exp_avg_sq", "fp32_param"}}; }
+};
+
+/// GPTModel, homogeneous-layer format: layer index dropped from keys, prepended layer axis.
+/// The layers split evenly over pp; the result is a flat dict keyed by state-dict path.
+Result<StateNode> gpt_sharded_state_dict(const ModelConfig& config, std::int64_t num_layers, const RankLayout& layout,
+                                         const OptimizerStates& optimizer = {});
+
+/// HybridModel, per-layer format, for every pipeline stage (and virtual stage) of this pp rank.
+Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::string_view pattern,
+                                            const RankLayout& layout, const OptimizerStates& optimizer = {});
+
+/// Checks that TP/EP/ETP/PP sizes divide the dimensions they shard; names the first that does not.
+Status validate_layout(const ModelConfig& config, const RankLayout& layout);
+
+}  // namespace ih
