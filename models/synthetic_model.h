@@ -26,7 +26,7 @@ struct ModelConfig {
   std::int64_t vocab = 1024;
   std::int64_t mamba_heads = 8;
   std::int64_t mamba_head_dim = 32;
-  std::int64_t mamba_groups = 2;
+  std::int64_t mamba_groups = 4;
   std::int64_t mamba_state = 16;
 };
 

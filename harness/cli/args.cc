@@ -1,0 +1,66 @@
+#include "harness/cli/args.h"
+
+#include <algorithm>
+
+#include "models/text.h"
+
+namespace ih::cli {
+
+bool ParsedArgs::has(const std::string& flag) const {
+  return values.count(flag) > 0 || std::find(switches.begin(), switches.end(), flag) != switches.end();
+}
+
+std::optional<std::string> ParsedArgs::value(const std::string& flag) const {
+  const auto it = values.find(flag);
+  if (it == values.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<std::int64_t> ParsedArgs::int_value(const std::string& flag, std::int64_t fallback) const {
+  const auto text = value(flag);
+  if (!text) return fallback;
+  auto parsed = parse_int(*text);
+  if (!parsed.ok()) return make_error(parsed.error().kind, "--" + flag + ": " + parsed.error().message);
+  return parsed;
+}
+
+Result<ParsedArgs> parse_args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& flags) {
+  ParsedArgs out;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
+      out.positionals.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), inline_value;
+    const bool has_inline = name.find('=') != std::string::npos;
+    if (has_inline) {
+      inline_value = name.substr(name.find('=') + 1);
+      name = name.substr(0, name.find('='));
+    }
+    const auto spec = std::find_if(flags.begin(), flags.end(), [&](const FlagSpec& f) { return f.name == name; });
+    if (spec == flags.end()) return make_error(ErrorKind::invalid_argument, "unknown flag --" + name);
+    if (!spec->takes_value) {
+      if (has_inline) return make_error(ErrorKind::invalid_argument, "flag --" + name + " takes no value");
+      out.switches.push_back(name);
+    } else if (has_inline) {
+      out.values[name] = inline_value;
+    } else {
+      if (i + 1 >= argv.size()) return make_error(ErrorKind::invalid_argument, "flag --" + name + " needs a value");
+      out.values[name] = argv[++i];
+    }
+  }
+  return out;
+}
+
+std::string usage(const std::string& synopsis, const std::vector<FlagSpec>& flags) {
+  std::string out = "usage: " + synopsis + "\n";
+  for (const FlagSpec& f : flags) {
+    std::string left = "  --" + f.name + (f.takes_value ? " VALUE" : "");
+    left.resize(std::max<std::size_t>(left.size() + 2, 28), ' ');
+    out += left + f.help + "\n";
+  }
+  return out;
+}
+
+}  // namespace ih::cli

@@ -1,0 +1,46 @@
+// interop-harness: the command-line entry point. Dispatches on the first word.
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "harness/cli/args.h"
+#include "harness/cli/commands.h"
+
+namespace {
+
+constexpr const char* kHelp =
+    "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n"
+    "\n"
+    "commands:\n"
+    "  gate [--target reference]            pinned cases and built-in scenarios (the main job)\n"
+    "  pattern maps [--json] PATTERN...     GPT layer maps of hybrid patterns ('-' reads stdin)\n"
+    "  pattern make --gpt-layers N --block B [--segments S]\n"
+    "  pattern check PATTERN [--gpt-layers N] [--pp P]\n"
+    "  retarget --pattern P                 retarget a sharded state dict (JSON on stdin)\n"
+    "\n"
+    "exit codes: 0 ok, 1 a check failed, 2 bad input, 3 harness error, 4 timeout\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ih::cli;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string command = args.empty() ? "" : args[0];
+  const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  try {
+    if (command == "pattern") return pattern_command(rest);
+    if (command == "retarget") return retarget_command(rest);
+    if (command == "gate") return gate_command(rest);
+    if (command == "help" || command == "--help" || command == "-h") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    std::cerr << (command.empty() ? "" : "ERROR: unknown command '" + command + "'\n") << kHelp;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    // Models return errors as values; anything thrown here is a harness defect, reported, not a crash.
+    std::cerr << "ERROR: internal: " << e.what() << "\n";
+    return kExitHarnessError;
+  }
+}

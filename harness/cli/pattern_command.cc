@@ -1,0 +1,176 @@
+// `interop-harness pattern maps|make|check`: layer maps, pattern construction, pairing checks.
+#include <iostream>
+#include <sstream>
+
+#include "harness/cli/args.h"
+#include "harness/cli/commands.h"
+#include "harness/json_codec.h"
+#include "models/gpt_layer_maps.h"
+
+namespace ih::cli {
+namespace {
+
+std::string pairs_text(const pattern::IndexMap& map) {
+  std::string out;
+  for (const auto& [hybrid, gpt] : map) out += (out.empty() ? "" : " ") + std::to_string(hybrid) + "->" + std::to_string(gpt);
+  return out;
+}
+
+std::string list_text(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (const std::int64_t v : values) out += (out.empty() ? "" : " ") + std::to_string(v);
+  return out.empty() ? "-" : out;
+}
+
+/// Reads the patterns: positionals, with "-" meaning one pattern per stdin line.
+std::vector<std::string> collect_patterns(const std::vector<std::string>& positionals) {
+  std::vector<std::string> patterns;
+  for (const std::string& arg : positionals) {
+    if (arg != "-") {
+      patterns.push_back(arg);
+      continue;
+    }
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      patterns.push_back(line);
+    }
+  }
+  return patterns;
+}
+
+int maps_command(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> flags = {{"json", false, "one JSON object per pattern (docs/cli.md)"},
+                                       {"help", false, "show this help"}};
+  auto args = parse_args(argv, flags);
+  if (!args.ok() || args->has("help") || args->positionals.empty()) {
+    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+              << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)", flags);
+    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+  }
+  bool all_ok = true;
+  for (const std::string& text : collect_patterns(args->positionals)) {
+    const auto maps = gpt_compatible_layer_maps(std::string_view(text));
+    all_ok = all_ok && maps.ok();
+    if (args->has("json")) {
+      std::cout << json::dump(json::layer_maps_to_json(text, maps)) << "\n";
+    } else if (maps.ok()) {
+      std::cout << "pattern " << text << "\n  gpt layers  " << maps->num_gpt_layers << "\n  attention   "
+                << pairs_text(maps->attention_to_gpt) << "\n  mlp         " << pairs_text(maps->mlp_to_gpt)
+                << "\n  fresh init  " << list_text(maps->fresh_init) << "\n";
+    } else {
+      std::cout << "pattern " << text << "\n  ERROR " << to_string(maps.error().kind) << ": " << maps.error().message << "\n";
+    }
+  }
+  return all_ok ? kExitOk : kExitBadInput;
+}
+
+int make_command(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> flags = {{"gpt-layers", true, "number of GPT layers N"},
+                                       {"block", true, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'"},
+                                       {"segments", true, "pipeline segments S; S must divide the block count"},
+                                       {"help", false, "show this help"}};
+  auto args = parse_args(argv, flags);
+  if (!args.ok() || args->has("help") || !args->value("gpt-layers") || !args->value("block")) {
+    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+              << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
+    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+  }
+  const auto layers = args->int_value("gpt-layers", 0);
+  const auto segments = args->int_value("segments", 1);
+  const std::string block = *args->value("block");
+  const auto block_maps = gpt_compatible_layer_maps(std::string_view(block));
+  std::string problem;
+  if (!layers.ok()) problem = layers.error().message;
+  else if (!segments.ok()) problem = segments.error().message;
+  else if (!block_maps.ok()) problem = "--block '" + block + "': " + block_maps.error().message;
+  else if (block.find(pattern::kPipe) != std::string::npos || block.find('/') != std::string::npos)
+    problem = "--block must not contain '|' or '/'; use --segments";
+  else if (*layers < 1 || *layers % block_maps->num_gpt_layers != 0)
+    problem = "--gpt-layers " + std::to_string(*layers) + " is not a positive multiple of the block's " +
+              std::to_string(block_maps->num_gpt_layers) + " GPT layer(s)";
+  else if (*segments < 1 || (*layers / block_maps->num_gpt_layers) % *segments != 0)
+    problem = "--segments " + std::to_string(*segments) + " does not divide the " +
+              std::to_string(*layers / block_maps->num_gpt_layers) + " blocks";
+  if (!problem.empty()) {
+    std::cerr << "ERROR: " << problem << "\n";
+    return kExitBadInput;
+  }
+  const std::int64_t blocks_per_segment = *layers / block_maps->num_gpt_layers / *segments;
+  std::string out;
+  for (std::int64_t s = 0; s < *segments; ++s) {
+    if (s) out += pattern::kPipe;
+    for (std::int64_t b = 0; b < blocks_per_segment; ++b) out += block;
+  }
+  std::cout << out << "\n";
+  return kExitOk;
+}
+
+int check_command(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> flags = {{"gpt-layers", true, "the GPT checkpoint's layer count N"},
+                                       {"pp", true, "pipeline-parallel size P"},
+                                       {"help", false, "show this help"}};
+  auto args = parse_args(argv, flags);
+  if (!args.ok() || args->has("help") || args->positionals.size() != 1) {
+    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+              << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
+    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+  }
+  const std::string text = args->positionals[0];
+  const auto counts = pattern::layer_counts(text);
+  const auto gpt_layers = args->int_value("gpt-layers", -1);
+  const auto pp = args->int_value("pp", 1);
+  if (!counts.ok() || !gpt_layers.ok() || !pp.ok() || *pp < 1) {
+    std::cerr << "ERROR: " << (!counts.ok() ? std::string(to_string(counts.error().kind)) + ": " + counts.error().message
+                               : !gpt_layers.ok() ? gpt_layers.error().message
+                               : !pp.ok() ? pp.error().message : "--pp must be at least 1")
+              << "\n";
+    return kExitBadInput;
+  }
+  const auto count = [&](char c) { return (*counts)[pattern::symbol_index(c)]; };
+  const auto parsed = pattern::parse(text).value();
+  const std::string main = parsed.main.value_or("");
+  const std::int64_t segments = pattern::pipeline_segment_count(main);
+  std::cout << "pattern    " << text << "\nlayers     " << pattern::strip_pipes(main).size() << " in " << segments
+            << " segment(s)" << (parsed.mtp_depth ? " + MTP '" + *parsed.mtp + "' x" + std::to_string(parsed.mtp_depth) : "")
+            << "\nattention  " << count('*') << "\nmlp        " << count('-') << " dense, " << count('E') << " MoE"
+            << "\nmamba      " << count('M') << "\nother      " << count('G') + count('D') + count('+') << " (G, D, +)\n";
+  bool ok = true;
+  const auto maps = gpt_compatible_layer_maps(std::string_view(text));
+  if (!maps.ok()) {
+    std::cout << "gpt pairing  NO: " << to_string(maps.error().kind) << ": " << maps.error().message << "\n";
+    ok = false;
+  } else if (*gpt_layers >= 0 && maps->num_gpt_layers != *gpt_layers) {
+    std::cout << "gpt pairing  NO: the pattern pairs with " << maps->num_gpt_layers << " GPT layers, not " << *gpt_layers << "\n";
+    ok = false;
+  } else {
+    std::cout << "gpt pairing  yes: one-to-one with a " << maps->num_gpt_layers << "-layer GPT checkpoint\n";
+  }
+  if (args->value("pp")) {
+    for (std::int64_t rank = 0; rank < *pp; ++rank) {
+      const auto stage = pattern::select_segment(main, {rank, *pp, segments > *pp ? std::optional<std::int64_t>(0) : std::nullopt, {}, {}});
+      if (!stage.ok()) {
+        std::cout << "pp rank " << rank << "  NO: " << to_string(stage.error().kind) << ": " << stage.error().message << "\n";
+        ok = false;
+        break;
+      }
+      std::cout << "pp rank " << rank << "  '" << stage->layers << "' from layer " << stage->offset
+                << (segments > *pp ? " (first virtual stage of " + std::to_string(segments / *pp) + ")" : "") << "\n";
+    }
+  }
+  return ok ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+int pattern_command(const std::vector<std::string>& args) {
+  const std::string sub = args.empty() ? "" : args[0];
+  const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (sub == "maps") return maps_command(rest);
+  if (sub == "make") return make_command(rest);
+  if (sub == "check") return check_command(rest);
+  std::cerr << "usage: interop-harness pattern maps|make|check ... (--help on each)\n";
+  return kExitBadInput;
+}
+
+}  // namespace ih::cli
