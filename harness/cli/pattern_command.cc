@@ -83,7 +83,8 @@ int make_command(const std::vector<std::string>& argv) {
   std::string problem;
   if (!layers.ok()) problem = layers.error().message;
   else if (!segments.ok()) problem = segments.error().message;
-  else if (!block_maps.ok()) problem = "--block '" + block + "': " + block_maps.error().message;
+  else if (!block_maps.ok())
+    problem = "--block '" + block + "': " + std::string(to_string(block_maps.error().kind)) + ": " + block_maps.error().message;
   else if (block.find(pattern::kPipe) != std::string::npos || block.find('/') != std::string::npos)
     problem = "--block must not contain '|' or '/'; use --segments";
   else if (*layers < 1 || *layers % block_maps->num_gpt_layers != 0)

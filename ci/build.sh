@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (shared by ci/test.sh and ci/gate.sh). Extra args go to cmake.
+# IH_BUILD_TARGETS="a b" limits the build to those targets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+targets=()
+for target in ${IH_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build build -j "$jobs" ${targets[@]+"${targets[@]}"}
