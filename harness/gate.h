@@ -31,6 +31,9 @@ Result<std::vector<Check>> pinned_layer_map_checks(const std::string& corpus_dir
 /// GPT->Hybrid retarget scenarios over all ranks of built-in layouts (spec 2.9).
 std::vector<Check> retarget_scenario_checks();
 
+/// Reference vs target on generated inputs (meaningful when the target is not the reference).
+std::vector<Check> differential_checks();
+
 /// Runs the checks, printing "INFO: [i/n] group: name ... ok|FAILED" to `progress`.
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, std::ostream& progress);
 /// A table of groups with passed / failed / unsupported counts, then every failure's detail.

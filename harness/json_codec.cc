@@ -5,6 +5,8 @@
 namespace ih::json {
 namespace {
 
+Json plain_to_json(const PlainValue& plain);
+
 Error bad(const std::string& where, const std::string& what) { return make_error(ErrorKind::bad_json, where + ": " + what); }
 
 Result<std::int64_t> int_field(const Json& object, const char* field, const std::string& where) {
@@ -101,6 +103,12 @@ Result<Leaf> object_from_json(const Json& object, const std::string& where) {
   return Leaf(std::move(out));
 }
 
+/// A plain value's repr is JSON text when it came from JSON; anything else travels as a string.
+Json plain_to_json(const PlainValue& plain) {
+  auto parsed = parse(plain.repr);
+  return parsed.ok() ? *parsed : Json(plain.repr);
+}
+
 Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*shape) : Json(nullptr); }
 
 Json index_map_to_json(const pattern::IndexMap& map) {
@@ -140,7 +148,7 @@ Error error_from_json(const Json& object) {
   const std::string kind = object.is_object() && object.contains("kind") && object["kind"].is_string() ? object["kind"].get<std::string>() : "";
   const std::string message = object.is_object() && object.contains("message") && object["message"].is_string()
                                   ? object["message"].get<std::string>() : dump(object);
-  for (int k = 0; k <= static_cast<int>(ErrorKind::unsupported); ++k)
+  for (int k = 0; k <= static_cast<int>(ErrorKind::harness_error); ++k)
     if (to_string(static_cast<ErrorKind>(k)) == kind) return Error{static_cast<ErrorKind>(k), message};
   return Error{ErrorKind::invalid_argument, "[" + kind + "] " + message};
 }
@@ -188,7 +196,7 @@ Json leaf_to_json(const Leaf& leaf) {
     return Json{{"kind", "object"}, {"key", o->key}, {"global_shape", o->global_shape},
                 {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
   if (std::holds_alternative<LocalNonpersistent>(leaf)) return Json{{"kind", "local"}};
-  if (const auto* p = std::get_if<PlainValue>(&leaf)) return Json{{"kind", "plain"}, {"value", p->repr}};
+  if (const auto* p = std::get_if<PlainValue>(&leaf)) return Json{{"kind", "plain"}, {"value", plain_to_json(*p)}};
   if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) return Json{{"kind", "factory"}, {"key", f->key}};
   return Json{{"kind", "tensor_value"}};
 }
@@ -238,10 +246,7 @@ Json tree_to_json(const StateNode& tree) {
     for (const StateNode& child : tree.list()) out.push_back(tree_to_json(child));
     return out;
   }
-  if (const auto* plain = tree.leaf_if<PlainValue>()) {
-    auto parsed = parse(plain->repr);
-    return parsed.ok() ? *parsed : Json(plain->repr);
-  }
+  if (const auto* plain = tree.leaf_if<PlainValue>()) return plain_to_json(*plain);
   return leaf_to_json(tree.leaf());
 }
 

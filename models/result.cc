@@ -28,10 +28,18 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::merge_list_length: return "merge_list_length";
     case ErrorKind::merge_duplicate_leaf: return "merge_duplicate_leaf";
     case ErrorKind::split_sections_mismatch: return "split_sections_mismatch";
+    case ErrorKind::invalid_layout_parameter: return "invalid_layout_parameter";
+    case ErrorKind::gtp_indivisible: return "gtp_indivisible";
+    case ErrorKind::gtp_group_too_large: return "gtp_group_too_large";
+    case ErrorKind::load_not_covered: return "load_not_covered";
+    case ErrorKind::sharding_assertion: return "sharding_assertion";
+    case ErrorKind::invalid_sharding_pattern: return "invalid_sharding_pattern";
     case ErrorKind::invalid_argument: return "invalid_argument";
     case ErrorKind::overflow: return "overflow";
     case ErrorKind::bad_json: return "bad_json";
     case ErrorKind::unsupported: return "unsupported";
+    case ErrorKind::timeout: return "timeout";
+    case ErrorKind::harness_error: return "harness_error";
   }
   return "unknown";
 }

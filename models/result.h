@@ -39,11 +39,19 @@ enum class ErrorKind {
   merge_duplicate_leaf,
   // Layouts (spec 4).
   split_sections_mismatch,
+  invalid_layout_parameter,  // a zero/negative size or out-of-range rank; the message names the parameter
+  gtp_indivisible,           // p = 0 and the rows are not divisible by the GTP size (Python assert)
+  gtp_group_too_large,       // p = 0 and more GTP ranks than rows: a shard would have no rows
+  load_not_covered,          // a requested shard is not fully covered by stored chunks
+  sharding_assertion,        // validate_sharding_integrity's asserts (AssertionError, spec 3.7 step 4)
+  invalid_sharding_pattern,  // "Invalid sharding pattern validation. Errors: ..." (spec 3.7 step 6)
   // Generic input problems.
   invalid_argument,
   overflow,
   bad_json,
   unsupported,  // the implementation cannot answer this operation
+  timeout,        // a subprocess or rank did not answer in time
+  harness_error,  // the harness itself failed (a subprocess died, a protocol broke)
 };
 
 /// The stable snake_case name of a kind (the CLI's JSON "kind").

@@ -1,0 +1,128 @@
+#include "harness/megatron_implementation.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#ifndef IH_SOURCE_DIR_PATH
+#define IH_SOURCE_DIR_PATH "."
+#endif
+
+namespace ih {
+namespace {
+
+const char* op_name(Operation op) {
+  switch (op) {
+    case Operation::parse_pattern: return "parse_pattern";
+    case Operation::layer_maps: return "pattern_maps";
+    case Operation::select_segment: return "select_segment";
+    case Operation::retarget: return "retarget";
+    case Operation::fsdp_key: return "fsdp_key";
+    case Operation::fsdp_retarget: return "fsdp_retarget";
+  }
+  return "";
+}
+
+json::Json nullable(std::optional<std::string_view> text) { return text ? json::Json(std::string(*text)) : json::Json(nullptr); }
+json::Json nullable_int(std::optional<std::int64_t> v) { return v ? json::Json(*v) : json::Json(nullptr); }
+
+json::Json keys_or_null(const std::optional<std::vector<std::string>>& keys) { return keys ? json::Json(*keys) : json::Json(nullptr); }
+
+Error protocol_error(const std::string& what, const json::Json& reply) {
+  return make_error(ErrorKind::harness_error, "adapter protocol: " + what + " in reply " + json::dump(reply));
+}
+
+}  // namespace
+
+std::string default_megatron_python() {
+  if (const char* venv = std::getenv("INTEROP_MEGATRON_VENV")) return std::string(venv) + "/bin/python";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/root") + "/.cache/interop-harness/megatron-venv/bin/python";
+}
+
+Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
+  if (options.python.empty()) options.python = default_megatron_python();
+  if (options.adapter.empty()) options.adapter = std::string(IH_SOURCE_DIR_PATH) + "/harness/adapters/megatron/adapter.py";
+  if (!std::filesystem::exists(options.python))
+    return make_error(ErrorKind::harness_error, "no Python for the Megatron adapter at " + options.python +
+                                                    "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
+  if (!std::filesystem::exists(options.adapter))
+    return make_error(ErrorKind::harness_error, "adapter script not found: " + options.adapter);
+  std::vector<std::string> argv = {options.python, options.adapter};
+  if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
+  if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
+  IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
+  std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
+  auto reply_text = out->process_.request(json::dump(json::Json{{"op", "hello"}, {"protocol", 1}}), options.startup_timeout);
+  if (!reply_text.ok()) return reply_text.error().with_context("starting the Megatron adapter");
+  IH_TRY_ASSIGN(reply, json::parse(*reply_text));
+  if (!reply.value("ok", false)) {
+    const Error error = json::error_from_json(reply.value("error", json::Json::object()));
+    return make_error(ErrorKind::harness_error, "the Megatron adapter cannot serve (is torch and megatron.core installed? "
+                                                "run `bash ci/install-megatron.sh`): " + error.message +
+                                                "\nadapter stderr:\n" + out->process_.stderr_tail());
+  }
+  for (const auto& op : reply.value("supports", json::Json::array())) out->supported_ops_.insert(op.get<std::string>());
+  out->name_ = "megatron-core " + reply.value("megatron_version", std::string("?")) + " (torch " +
+               reply.value("torch_version", std::string("?")) + ")" + (options.mutant ? " mutant:" + *options.mutant : "");
+  return out;
+}
+
+bool MegatronImplementation::supports(Operation op) const { return supported_ops_.count(op_name(op)) > 0; }
+
+Result<json::Json> MegatronImplementation::call(const std::string& op, json::Json fields) {
+  fields["op"] = op;
+  IH_TRY_ASSIGN(text, process_.request(json::dump(fields), options_.reply_timeout));
+  IH_TRY_ASSIGN(reply, json::parse(text));
+  if (!reply.is_object() || !reply.contains("ok")) return protocol_error("no \"ok\"", reply);
+  if (!reply["ok"].get<bool>()) {
+    Error error = json::error_from_json(reply.value("error", json::Json::object()));
+    if (reply.value("unsupported", false)) error.kind = ErrorKind::unsupported;
+    return error;
+  }
+  if (!reply.contains("result")) return protocol_error("no \"result\"", reply);
+  return reply["result"];
+}
+
+Result<pattern::ParsedPattern> MegatronImplementation::parse_pattern(std::optional<std::string_view> text) {
+  IH_TRY_ASSIGN(result, call("parse_pattern", {{"pattern", nullable(text)}}));
+  pattern::ParsedPattern out;
+  if (!result["main"].is_null()) out.main = result["main"].get<std::string>();
+  if (!result["mtp"].is_null()) out.mtp = result["mtp"].get<std::string>();
+  out.mtp_depth = result.value("depth", 0);
+  return out;
+}
+
+Result<GptCompatLayerMaps> MegatronImplementation::layer_maps(std::optional<std::string_view> text) {
+  IH_TRY_ASSIGN(result, call("pattern_maps", {{"pattern", nullable(text)}}));
+  return json::layer_maps_from_json(result);
+}
+
+Result<pattern::SegmentSelection> MegatronImplementation::select_segment(std::string_view main,
+                                                                         const pattern::SegmentRequest& r) {
+  IH_TRY_ASSIGN(result, call("select_segment", {{"pattern", std::string(main)}, {"pp_rank", r.pp_rank}, {"pp_size", r.pp_size},
+                                                {"vp_stage", nullable_int(r.vp_stage)}, {"first", nullable_int(r.first_stage_layers)},
+                                                {"last", nullable_int(r.last_stage_layers)}}));
+  return pattern::SegmentSelection{result.value("layers", std::string()), result.value("offset", std::int64_t{0})};
+}
+
+Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) {
+  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", json::entries_to_json(entries)}}));
+  return json::entries_from_json(result.value("entries", json::Json()));
+}
+
+Result<std::optional<std::string>> MegatronImplementation::fsdp_key(std::string_view pattern, std::string_view key,
+                                                                    const std::optional<std::vector<std::string>>& keys) {
+  IH_TRY_ASSIGN(result, call("fsdp_key", {{"pattern", std::string(pattern)}, {"key", std::string(key)}, {"checkpoint_keys", keys_or_null(keys)}}));
+  if (!result.contains("key") || result["key"].is_null()) return std::optional<std::string>();
+  return std::optional<std::string>(result["key"].get<std::string>());
+}
+
+Result<StateNode> MegatronImplementation::fsdp_retarget(std::string_view pattern, const StateNode& tree,
+                                                        const std::optional<std::vector<std::string>>& keys,
+                                                        std::string_view prefix) {
+  IH_TRY_ASSIGN(result, call("fsdp_retarget", {{"pattern", std::string(pattern)}, {"tree", json::tree_to_json(tree)},
+                                               {"checkpoint_keys", keys_or_null(keys)}, {"prefix", std::string(prefix)}}));
+  return json::tree_from_json(result.value("tree", json::Json::object()));
+}
+
+}  // namespace ih

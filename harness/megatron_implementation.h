@@ -1,0 +1,62 @@
+// Megatron Core behind the seam: a Python adapter subprocess (harness/adapters/megatron) answers
+// each question with Megatron's own functions over the JSON-lines protocol of
+// docs/adapter-protocol.md. Every reply is awaited with a timeout.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "harness/json_codec.h"
+#include "harness/line_subprocess.h"
+#include "models/implementation.h"
+
+namespace ih {
+
+struct MegatronOptions {
+  std::string python;                        // default: the venv of ci/install-megatron.sh
+  std::string adapter;                       // default: harness/adapters/megatron/adapter.py in the source tree
+  std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
+  std::optional<std::string> mutant;         // an adapter-side mutant (harness/adapters/megatron/mutants.py)
+  std::chrono::milliseconds startup_timeout{120000};
+  std::chrono::milliseconds reply_timeout{60000};
+};
+
+/// The venv python that ci/install-megatron.sh creates ($INTEROP_MEGATRON_VENV or ~/.cache/...).
+std::string default_megatron_python();
+
+class MegatronImplementation : public Implementation {
+ public:
+  /// Starts the adapter and performs the version handshake; errors say what is missing.
+  static Result<std::unique_ptr<MegatronImplementation>> start(MegatronOptions options);
+
+  std::string name() const override { return name_; }
+  bool supports(Operation op) const override;
+  /// What the adapter wrote on stderr (for reports).
+  std::string adapter_stderr() const { return process_.stderr_tail(); }
+
+  Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override;
+  Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override;
+  Result<pattern::SegmentSelection> select_segment(std::string_view main, const pattern::SegmentRequest& request) override;
+  Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) override;
+  Result<std::optional<std::string>> fsdp_key(std::string_view pattern, std::string_view key,
+                                              const std::optional<std::vector<std::string>>& checkpoint_keys) override;
+  Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
+                                  const std::optional<std::vector<std::string>>& checkpoint_keys,
+                                  std::string_view prefix) override;
+
+ private:
+  MegatronImplementation(LineSubprocess process, MegatronOptions options)
+      : process_(std::move(process)), options_(std::move(options)) {}
+  /// Sends {"op": op, ...fields}; returns the reply's "result" or its error as an Error.
+  Result<json::Json> call(const std::string& op, json::Json fields);
+
+  LineSubprocess process_;
+  MegatronOptions options_;
+  std::string name_ = "megatron";
+  std::set<std::string> supported_ops_;
+};
+
+}  // namespace ih
