@@ -34,6 +34,8 @@ class MegatronImplementation : public Implementation {
 
   std::string name() const override { return name_; }
   bool supports(Operation op) const override;
+  /// The adapter-side mutants: [{"name", "description"}, ...].
+  Result<json::Json> list_mutants() { return call("mutants", json::Json::object()); }
   /// What the adapter wrote on stderr (for reports).
   std::string adapter_stderr() const { return process_.stderr_tail(); }
 

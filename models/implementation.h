@@ -9,7 +9,9 @@
 
 #include "models/flat_state.h"
 #include "models/gpt_layer_maps.h"
+#include "models/gtp_layout.h"
 #include "models/hybrid_pattern.h"
+#include "models/integrity.h"
 
 namespace ih {
 
@@ -21,6 +23,10 @@ enum class Operation {
   retarget,
   fsdp_key,
   fsdp_retarget,
+  split_chunks,  // spec 4.3
+  gtp_pieces,    // spec 4.5 / 4.7 build
+  gtp_merge,     // spec 4.5 / 4.7 merge
+  integrity,     // exact tiling checks on boxes
 };
 
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
@@ -51,6 +57,26 @@ class Implementation {
   virtual Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                           const std::optional<std::vector<std::string>>& checkpoint_keys,
                                           std::string_view prefix) = 0;
+
+  // Layout operations (spec 4). Defaults answer `unsupported` so older implementations compile.
+
+  /// The non-GTP split factory's chunks for one TP rank's tensor `orig` (spec 4.3).
+  virtual Result<std::vector<ShardedTensor>> split_chunks(const ShardedTensor& orig, const SplitLayout& layout) {
+    return unsupported(name(), "split_chunks");
+  }
+  /// What one (t, g) rank's in_proj factory builds under `design` (spec 4.5 / 4.7).
+  virtual Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) {
+    return unsupported(name(), "gtp_pieces");
+  }
+  /// That factory's merge of `loaded`, with the factory's data stripped first (spec 3.6).
+  virtual Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) {
+    return unsupported(name(), "gtp_merge");
+  }
+  /// Exact integrity of all ranks' metadata, optionally against a reference key set.
+  virtual Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
+                                            const std::optional<std::vector<std::string>>& reference_keys) {
+    return unsupported(name(), "integrity");
+  }
 };
 
 }  // namespace ih

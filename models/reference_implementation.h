@@ -18,6 +18,12 @@ class ReferenceImplementation : public Implementation {
   Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                   const std::optional<std::vector<std::string>>& checkpoint_keys,
                                   std::string_view prefix) override;
+  // Layout operations: bodies in reference_layout_ops.cc.
+  Result<std::vector<ShardedTensor>> split_chunks(const ShardedTensor& orig, const SplitLayout& layout) override;
+  Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
+  Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
+  Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
+                                    const std::optional<std::vector<std::string>>& reference_keys) override;
 };
 
 }  // namespace ih

@@ -78,7 +78,7 @@ class [[nodiscard]] Result {
   explicit operator bool() const { return ok(); }
   const T& value() const& { return std::get<T>(state_); }
   T& value() & { return std::get<T>(state_); }
-  T&& value() && { return std::get<T>(std::move(state_)); }
+  T value() && { return std::get<T>(std::move(state_)); }  // by value: no dangling in range-for
   const Error& error() const { return std::get<Error>(state_); }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }

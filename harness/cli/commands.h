@@ -8,6 +8,9 @@ namespace ih::cli {
 
 int pattern_command(const std::vector<std::string>& args);
 int retarget_command(const std::vector<std::string>& args);
+int layout_command(const std::vector<std::string>& args);
 int gate_command(const std::vector<std::string>& args);
+int repro_command(const std::vector<std::string>& args);
+int mutants_command(const std::vector<std::string>& args);
 
 }  // namespace ih::cli

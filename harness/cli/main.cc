@@ -13,11 +13,16 @@ constexpr const char* kHelp =
     "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n"
     "\n"
     "commands:\n"
-    "  gate [--target reference]            pinned cases and built-in scenarios (the main job)\n"
+    "  gate [--target reference|megatron] [--megatron-path DIR] [--mutant M]\n"
+    "                                       pinned cases, built-in scenarios, differential checks\n"
+    "  mutants --target megatron [--json]   run the gate against every adapter-side Megatron mutant\n"
+    "  repro TOKEN                          replay one failing check (token printed on failure)\n"
     "  pattern maps [--json] PATTERN...     GPT layer maps of hybrid patterns ('-' reads stdin)\n"
     "  pattern make --gpt-layers N --block B [--segments S]\n"
     "  pattern check PATTERN [--gpt-layers N] [--pp P]\n"
     "  retarget --pattern P                 retarget a sharded state dict (JSON on stdin)\n"
+    "  layout gdp|mamba --d-inner-local D ... --tp T --gtp G --pad-align P --cols C [--json] [--svg F]\n"
+    "                                       which rank saves which in_proj rows (GTP shard split)\n"
     "\n"
     "exit codes: 0 ok, 1 a check failed, 2 bad input, 3 harness error, 4 timeout\n";
 
@@ -31,7 +36,10 @@ int main(int argc, char** argv) {
   try {
     if (command == "pattern") return pattern_command(rest);
     if (command == "retarget") return retarget_command(rest);
+    if (command == "layout") return layout_command(rest);
     if (command == "gate") return gate_command(rest);
+    if (command == "repro") return repro_command(rest);
+    if (command == "mutants") return mutants_command(rest);
     if (command == "help" || command == "--help" || command == "-h") {
       std::cout << kHelp;
       return kExitOk;

@@ -1,0 +1,371 @@
+"""The adapter's ops: each answers from Megatron's own functions (docs/adapter-protocol.md).
+
+Every Megatron function is looked up through its module at call time (M.interop.<name>,
+M.alloc.<name>, ...), never bound at import, so a mutant that replaces a module attribute
+(mutants.py) changes what the ops answer.
+"""
+
+import contextlib
+
+from adapter_codec import Codec
+from adapter_errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field, int_list_field,
+                            integer, opt, str_list_field, string)
+
+# Megatron's ValueError texts -> stable kinds. Order matters: the out-of-range message also
+# mentions "pipe-delimited segments".
+_VALUE_ERROR_KINDS = (
+    ("All MTP patterns must be identical", "mtp_not_identical"),
+    ("is not a valid layer symbol", "invalid_symbol"),
+    ("In hybrid layer pattern segment", "invalid_symbol"),
+    ("Not supported to have both Attention and MLA/DSA", "attention_with_mla_dsa"),
+    ("contains MTP layers", "mtp_present"),
+    ("Hybrid layer pattern is empty", "empty_pattern"),
+    ("cannot be translated from a GPT checkpoint", "untranslatable_layer_types"),
+    ("mixes dense ('-') and MoE ('E')", "mixed_mlp_kinds"),
+    ("needs an equal, nonzero number of each", "unbalanced_attention_mlp"),
+    ("Cannot specify num_layers_in_first_pipeline_stage", "pipe_with_first_last"),
+    ("Virtual pipeline parallelism (vp_stage != None) is not supported", "vpp_without_pipes"),
+    ("must be evenly divisible by middle pipeline stages", "middle_not_divisible"),
+    ("when no pipe separators are specified", "layers_not_divisible_by_pp"),
+    ("Pipeline segment index", "segment_out_of_range"),
+    ("pipe-delimited segments", "segments_not_divisible_by_pp"),
+    ("refers to hybrid layer", "unknown_hybrid_layer"),
+    ("Split sections must cover the whole dimension size", "split_sections_mismatch"),
+)
+
+
+def classify(exc, type_kinds=None):
+    """OpError for an exception Megatron raised: a known ValueError text, a kind given per
+    exception type by the op, else "unknown" carrying the type and message."""
+    if isinstance(exc, OpError):
+        return exc
+    message = str(exc)
+    if isinstance(exc, ValueError):
+        for needle, kind in _VALUE_ERROR_KINDS:
+            if needle in message:
+                return OpError(kind, message, exception_type=type(exc).__name__)
+    for exc_type, kind in (type_kinds or {}).items():
+        if isinstance(exc, exc_type):
+            return OpError(kind, message, exception_type=type(exc).__name__)
+    return OpError("unknown", f"{type(exc).__name__}: {message}", exception_type=type(exc).__name__)
+
+
+class FakeGroup:
+    """Stands for a process group: rank()/size() only."""
+
+    def __init__(self, rank, size):
+        self._rank, self._size = rank, size
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
+
+
+@contextlib.contextmanager
+def fake_distributed(torch):
+    """Lets Megatron code that asks torch.distributed for ranks run in one process: reports
+    an initialized job in which this process is global rank 0 and FakeGroup answers for its
+    own group. Restored on exit."""
+    td = torch.distributed
+    saved = (td.is_initialized, td.get_rank, td.get_world_size)
+    td.is_initialized = lambda: True
+    td.get_rank = lambda group=None: group.rank() if isinstance(group, FakeGroup) else 0
+    td.get_world_size = lambda group=None: group.size() if isinstance(group, FakeGroup) else 1
+    try:
+        yield
+    finally:
+        td.is_initialized, td.get_rank, td.get_world_size = saved
+
+
+def _pairs(mapping):
+    return [[int(h), int(g)] for h, g in sorted(mapping.items())]
+
+
+class Ops:
+    def __init__(self, M):
+        self.M = M
+
+    def need(self, attr_path, what):
+        """The named Megatron attribute (module.attr) or Unsupported."""
+        mod_name, _, attr = attr_path.partition(".")
+        mod = getattr(self.M, mod_name, None)
+        if mod is None:
+            raise Unsupported(f"{what}: {self.M.import_errors.get(mod_name, mod_name + ' not importable')}")
+        if attr and not hasattr(mod, attr):
+            raise Unsupported(f"{what}: {mod.__name__}.{attr} does not exist in this Megatron")
+        return getattr(mod, attr) if attr else mod
+
+    # ---- patterns ------------------------------------------------------------------------
+    def _pattern(self, req, nullable=False):
+        return string(req, "pattern", nullable=nullable)
+
+    def _maps(self, pattern):
+        fn = self.need("interop.gpt_compatible_layer_maps", "GPT layer maps")
+        try:
+            return fn(pattern)
+        except Exception as exc:  # noqa: BLE001 - every Megatron failure becomes a kind
+            raise classify(exc)
+
+    def op_pattern_maps(self, req):
+        pattern = self._pattern(req, nullable=True)
+        try:
+            maps = self._maps(pattern)
+        except OpError as err:
+            if err.kind == "unsupported":
+                raise
+            return {"pattern": pattern, "ok": False, "error": {"kind": err.kind, "message": err.message}}
+        return {"pattern": pattern, "ok": True, "num_gpt_layers": int(maps.num_gpt_layers),
+                "attention_to_gpt": _pairs(maps.attention_to_gpt), "mlp_to_gpt": _pairs(maps.mlp_to_gpt),
+                "fresh_init": sorted(int(i) for i in maps.fresh_init)}
+
+    def _call(self, attr_path, *args, type_kinds=None):
+        fn = self.need(attr_path, attr_path)
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, type_kinds)
+
+    def op_parse_pattern(self, req):
+        parsed = self._call("alloc.parse_hybrid_pattern", self._pattern(req, nullable=True))
+        return {"main": parsed.main_pattern, "mtp": parsed.mtp_pattern, "depth": int(parsed.mtp_num_depths)}
+
+    def op_layer_counts(self, req):
+        counts = self._call("alloc.get_hybrid_layer_counts", self._pattern(req))
+        return {"counts": {k: int(v) for k, v in counts.items()}, "order": list(counts)}
+
+    def op_total_layer_count(self, req):
+        return {"count": int(self._call("alloc.get_hybrid_total_layer_count", self._pattern(req)))}
+
+    def op_segment_count(self, req):
+        return {"count": int(self._call("alloc.get_hybrid_total_pipeline_segment_count", self._pattern(req)))}
+
+    def op_type_maps(self, req):
+        layers = string(req, "layers")
+        maps = self._call("alloc.get_layer_maps_from_layer_type_list", list(layers),
+                          type_kinds={KeyError: "invalid_symbol"})
+        return {"maps": {k: _pairs(v) for k, v in maps.items()}, "order": list(maps)}
+
+    def op_select_segment(self, req):
+        pattern = self._pattern(req)
+        pp_rank = integer(req, "pp_rank", minimum=0)
+        pp_size = integer(req, "pp_size", minimum=1)
+        vp = integer(req, "vp_stage", nullable=True) if "vp_stage" in req else None
+        first = integer(req, "first", nullable=True) if "first" in req else None
+        last = integer(req, "last", nullable=True) if "last" in req else None
+        fn = self.need("alloc.select_pipeline_segment", "pipeline segment selection")
+        tp, dp = FakeGroup(0, 1), FakeGroup(0, 1)
+        try:
+            with fake_distributed(self.M.torch):
+                layers, offset = fn(pattern, FakeGroup(pp_rank, pp_size), vp, first, last,
+                                    tp_group=tp, dp_cp_group=dp)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc)
+        return {"layers": "".join(layers), "offset": int(offset)}
+
+    # ---- retargeting ---------------------------------------------------------------------
+    def op_retarget(self, req):
+        pattern = self._pattern(req, nullable=True)
+        codec = Codec(self.M)
+        tree = codec.decode(field(req, "entries"), opt(req, "structure", "flat"))
+        maps = self._maps(pattern)
+        fn = self.need("interop.retarget_sharded_state_dict_to_gpt_checkpoint", "retarget")
+        kinds = {TypeError: "uneven_prepend", self.M.CheckpointingException: "metadata_integrity"}
+        try:
+            fn(tree, maps)
+            entries = codec.encode(tree, codec.path_form)  # builds factories: may raise too
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, kinds)
+        return {"entries": entries}
+
+    def _checkpoint_keys(self, req):
+        if req.get("checkpoint_keys") is None:
+            return None
+        return str_list_field(req, "checkpoint_keys")
+
+    def op_fsdp_key(self, req):
+        key = field(req, "key")
+        maps = self._maps(self._pattern(req, nullable=True))
+        out = self._call("interop._retarget_explicit_key_to_gpt_checkpoint", key, maps, self._checkpoint_keys(req))
+        return {"key": out}
+
+    def op_fsdp_retarget(self, req):
+        tree = field(req, "tree")
+        if not isinstance(tree, dict):
+            raise BadRequest("tree must be a JSON object")
+        prefix = req.get("prefix", "")
+        if not isinstance(prefix, str):
+            raise BadRequest("prefix must be a string")
+        maps = self._maps(self._pattern(req, nullable=True))
+        out = self._call("interop.retarget_fsdp_state_dict_to_gpt_checkpoint", tree, maps,
+                         self._checkpoint_keys(req), prefix)
+        return {"tree": out}
+
+    # ---- split factories -----------------------------------------------------------------
+    def _tp_tensor(self, req, rows_field):
+        """The TP-local weight as Megatron describes it: from_rank_offsets over a meta tensor,
+        axis 0 fragmented tp_size ways."""
+        torch = self.M.torch
+        key = string(req, "key")
+        rows = integer(req, rows_field, minimum=0)
+        cols = integer(req, "cols", nullable=True, minimum=0) if "cols" in req else None
+        tp_rank = integer(req, "tp_rank")
+        tp_size = integer(req, "tp_size")
+        codec = Codec(self.M)
+        dtype = codec.dtype(req.get("dtype", "float32"), "request")
+        replica = codec.replica(req.get("replica_id", 0), "request")
+        shape = (rows,) if cols is None else (rows, cols)
+        data = torch.empty(shape, dtype=dtype, device="meta")
+        try:
+            return self.M.ShardedTensor.from_rank_offsets(key, data, (0, tp_rank, tp_size), replica_id=replica)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {self.M.CheckpointingException: "metadata_integrity"})
+
+    def _split_fn(self, which):
+        if which == "ssm":
+            return self.need("ssm_utils._split_tensor_factory", "split factory (megatron/core/ssm/utils.py)")
+        if which == "gdp":
+            return self.need("gdp._split_tensor_factory", "GDP split factory (gated_delta_product.py)")
+        raise BadRequest("factory must be \"ssm\" or \"gdp\"")
+
+    def op_split_chunks(self, req):
+        fn = self._split_fn(opt(req, "factory", "ssm"))
+        orig = self._tp_tensor(req, "local_rows")
+        factory = self.M.call_split_factory(fn, orig, field(req, "sections"), field(req, "names"), 0)
+        try:
+            built = factory.build()
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {AssertionError: "split_assertion"})
+        return {"chunks": [self._chunk_json(c) for c in built]}
+
+    def _chunk_json(self, st):
+        if not isinstance(st, self.M.ShardedTensor):
+            return Codec(self.M).leaf_json(st)
+        return {"key": st.key, "global_shape": list(st.global_shape), "global_offset": list(st.global_offset),
+                "local_shape": list(st.local_shape),
+                "axis_fragmentations": None if st.axis_fragmentations is None else list(st.axis_fragmentations),
+                "replica_id": Codec.replica_json(st.replica_id), "prepend_axis_num": st.prepend_axis_num}
+
+    def op_gdp_layout(self, req):
+        which = opt(req, "which", "in_proj")
+        d_inner = integer(req, "d_inner_local")
+        group_state = integer(req, "group_state_local")
+        householder = integer(req, "householder")
+        if which == "in_proj":
+            fn = self.need("gdp._get_in_proj_checkpoint_split_layout", "GDP in_proj layout")
+            args = (d_inner, group_state, integer(req, "nheads_local"), householder)
+        elif which == "conv":
+            fn = self.need("gdp._get_conv_checkpoint_split_layout", "GDP conv layout")
+            args = (d_inner, group_state, householder)
+        else:
+            raise BadRequest("which must be \"in_proj\" or \"conv\"")
+        try:
+            sections, names = fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc)
+        return {"sections": [int(s) for s in sections], "names": list(names)}
+
+    # ---- GTP -----------------------------------------------------------------------------
+    def op_gtp_padding(self, req):
+        fn = self.need("gtp.gtp_remat_shard_dim0", "GTP shard rows")
+        rows = integer(req, "rows", minimum=0)
+        gtp_size = integer(req, "gtp_size", minimum=1)
+        pad = integer(req, "pad_for_alignment", minimum=0)
+        config = self.M.gtp.GTP_CONFIG
+        saved = config.pad_for_alignment
+        config.pad_for_alignment = pad
+        try:
+            shard_rows, pad_length = fn(rows, FakeGroup(0, gtp_size))
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {AssertionError: "gtp_not_divisible"})
+        finally:
+            config.pad_for_alignment = saved
+        return {"shard_rows": int(shard_rows), "pad_length": int(pad_length)}
+
+    def op_gtp_split(self, req):
+        fn = self.M.find_gtp_split_factory()
+        if fn is None:
+            raise Unsupported("_gtp_split_tensor_factory is not in this Megatron (it comes with a pending PR)")
+        torch = self.M.torch
+        key = string(req, "key")
+        shard_rows = integer(req, "shard_rows", minimum=0)
+        cols = integer(req, "cols", minimum=0)
+        t, T = integer(req, "tp_rank", minimum=0), integer(req, "tp_size", minimum=1)
+        g, G = integer(req, "gtp_rank", minimum=0), integer(req, "gtp_size", minimum=1)
+        codec = Codec(self.M)
+        dtype = codec.dtype(req.get("dtype", "float32"), "request")
+        replica = codec.replica(req.get("replica_id", 0), "request")
+        data = torch.empty((shard_rows, cols), dtype=dtype, device="meta")
+        try:
+            orig = self.M.ShardedTensor.from_rank_offsets(
+                key, data, (0, t * G + g, T * G), replica_id=replica,
+                allow_shape_mismatch=boolean(req, "allow_shape_mismatch", False))
+            factory = fn(orig, field(req, "sections"), field(req, "names"), g, t, T)
+            built = factory.build()
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {AssertionError: "split_assertion"})
+        if isinstance(built, self.M.LocalNonpersistentObject):
+            return {"local": True, "pieces": []}
+        items = built if isinstance(built, list) else [built]
+        if len(items) == 1 and isinstance(items[0], self.M.LocalNonpersistentObject):
+            return {"local": True, "pieces": [], "in_list": True}
+        return {"local": False, "pieces": [self._chunk_json(p) for p in items]}
+
+    # ---- integrity -----------------------------------------------------------------------
+    def op_integrity(self, req):
+        M = self.M
+        validation = self.need("validation", "sharding validation")
+        items = field(req, "entries")
+        if not isinstance(items, list):
+            raise BadRequest("entries must be a list")
+        codec = Codec(M)
+        ranks = {}
+        for i, item in enumerate(items):
+            where = f"entries[{i}]"
+            entry = item.get("entry", item) if isinstance(item, dict) else item
+            rank = item.get("rank", entry.get("rank", 0) if isinstance(entry, dict) else 0) \
+                if isinstance(item, dict) else 0
+            if not _is_int(rank) or rank < 0 or rank > 1 << 20:
+                raise BadRequest(f"{where}: rank must be a small non-negative integer")
+            leaf = codec.leaf(entry, where)
+            if isinstance(leaf, M.ShardedTensorFactory):
+                leaves = [x for x in M.nested_values(leaf.build())]
+            else:
+                leaves = [leaf]
+            for x in leaves:
+                if isinstance(x, M.ShardedBase):
+                    ranks.setdefault(rank, []).append(x.without_data())
+        global_metadata = [ranks.get(r, []) for r in range(max(ranks) + 1 if ranks else 0)]
+        for st in (x for r in global_metadata for x in r):
+            if isinstance(st, M.ShardedTensor) and st.axis_fragmentations is not None:
+                cells = 1
+                for f in st.axis_fragmentations:
+                    cells *= max(f, 0)
+                if cells > 50_000_000:
+                    raise OpError("too_large", f"access counter for {st.key!r} would have {cells} cells")
+        problems, details = [], []
+        by_key = {}
+        for rank, shardings in enumerate(global_metadata):
+            for sh in shardings:
+                by_key.setdefault(sh.key, []).append((rank, sh))
+        for key, shardings in by_key.items():
+            is_object = isinstance(shardings[0][1], M.ShardedObject)
+            helper = validation._validate_objects_for_key if is_object else validation._validate_sharding_for_key
+            try:
+                for err in helper(shardings):
+                    details.append({"key": key, "kind": "objects" if is_object else "access", "message": str(err)})
+            except AssertionError as exc:
+                details.append({"key": key, "kind": "assertion", "message": f"[AssertionError] {exc!r}"})
+            except Exception as exc:  # noqa: BLE001
+                details.append({"key": key, "kind": "exception", "message": f"[{type(exc).__name__}] {exc}"})
+        problems = [d["message"] if d["kind"] in ("assertion", "exception") else f"{d['key']}: {d['message']}"
+                    for d in details]
+        verdict = {"ok": True}
+        try:
+            with fake_distributed(M.torch):
+                validation.validate_sharding_integrity(global_metadata)
+        except Exception as exc:  # noqa: BLE001
+            verdict = {"ok": False, "exception_type": type(exc).__name__, "message": str(exc)}
+        return {"ok": not problems and verdict["ok"], "problems": problems, "details": details,
+                "verdict": verdict}

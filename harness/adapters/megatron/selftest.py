@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Self-test of the Megatron adapter against the spec's worked examples.
+
+Starts adapter.py under the Megatron venv's python, sends the requests below and compares the
+replies with answers taken from ../shared/spec/megatron-interop-spec.md (section numbers given
+per check). Stdlib only; runs under any python3. Exits 0 when every check passes.
+
+Usage: selftest.py [--python PY] [--megatron-path DIR] [--all-mutants] [-v]
+
+  --python PY          interpreter with torch + megatron-core (default: the venv made by
+                       ci/install-megatron.sh, $INTEROP_MEGATRON_VENV or
+                       ~/.cache/interop-harness/megatron-venv)
+  --megatron-path DIR  passed on to the adapter
+  --all-mutants        also run every check under every mutant (one adapter each, a few
+                       minutes) and report which mutants no check kills
+"""
+
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ADAPTER = os.path.join(HERE, "adapter.py")
+
+
+def default_python():
+    if os.environ.get("INTEROP_MEGATRON_PYTHON"):
+        return os.environ["INTEROP_MEGATRON_PYTHON"]
+    venv = os.environ.get("INTEROP_MEGATRON_VENV",
+                          os.path.join(os.path.expanduser("~"), ".cache", "interop-harness", "megatron-venv"))
+    return os.path.join(venv, "bin", "python")
+
+
+class Adapter:
+    def __init__(self, python, megatron_path=None, mutant=None):
+        cmd = [python, ADAPTER]
+        if megatron_path:
+            cmd += ["--megatron-path", megatron_path]
+        if mutant:
+            cmd += ["--mutant", mutant]
+        self.stderr = open(os.devnull, "w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, bufsize=1)
+
+    def raw(self, line, timeout=30.0):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError(f"no reply within {timeout}s to {line[:80]!r}")
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise EOFError(f"adapter exited (rc={self.proc.poll()}) on {line[:80]!r}")
+        return json.loads(reply)
+
+    def send(self, request, timeout=30.0):
+        return self.raw(json.dumps(request), timeout)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+        self.stderr.close()
+
+
+# ---- request builders -------------------------------------------------------------------------
+
+def tensor(key, local, glob, off, frag, replica=0, prepend=0, **extra):
+    e = {"kind": "tensor", "key": key, "global_shape": glob, "global_offset": off, "local_shape": local,
+         "axis_fragmentations": frag, "replica_id": replica, "prepend_axis_num": prepend}
+    e.update(extra)
+    return e
+
+
+def obj(key, shape, off, replica=0):
+    return {"kind": "object", "key": key, "global_shape": shape, "global_offset": off, "replica_id": replica}
+
+
+def flat(*entries):
+    """[{"path", "entry"}] with path = the entry's key (Megatron's flat model dict)."""
+    return [{"path": e["key"] if "key" in e else f"p{i}", "entry": e} for i, e in enumerate(entries)]
+
+
+def maps_ok(pattern, att, mlp, fresh, n):
+    return {"pattern": pattern, "ok": True, "num_gpt_layers": n, "attention_to_gpt": att,
+            "mlp_to_gpt": mlp, "fresh_init": fresh}
+
+
+GDP_NAMES = ["z", "V0", "V1", "V2", "K0", "K1", "K2", "Q", "b0", "b1", "b2", "a"]
+
+
+def _chunks_43(t):
+    """Spec 4.3: M=3, d_inner_l=2, group_state_l=1, nheads_l=1, T=2, C=4."""
+    out = []
+    for name, s in zip(GDP_NAMES, [2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]):
+        out.append({"key": "decoder.layers.0.mixer.in_proj.weight." + name, "global_shape": [2 * s, 4],
+                    "global_offset": [t * s, 0], "local_shape": [s, 4], "axis_fragmentations": [2, 1],
+                    "replica_id": 0, "prepend_axis_num": 0})
+    return out
+
+
+# ---- checks: (name, request, expected) --------------------------------------------------------
+# expected: {"result": R} exact result, {"kind": K} error kind, {"pred": fn(reply) -> bool}.
+
+def checks():
+    C = []
+
+    def res(name, req, result):
+        C.append((name, req, {"result": result}))
+
+    def err(name, req, kind):
+        C.append((name, req, {"kind": kind}))
+
+    def pmap(name, pattern, expected):
+        res(name, {"op": "pattern_maps", "pattern": pattern}, expected)
+
+    def perr(name, pattern, kind):
+        res(name, {"op": "pattern_maps", "pattern": pattern},
+            {"pattern": pattern, "ok": False, "error": {"kind": kind}})
+
+    # 2.2 layer maps
+    pmap("2.2 M*-M*-", "M*-M*-", maps_ok("M*-M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
+    pmap("2.2 M*-|M*- (pipes ignored)", "M*-|M*-", maps_ok("M*-|M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
+    pmap("2.2 **--", "**--", maps_ok("**--", [[0, 0], [1, 1]], [[2, 0], [3, 1]], [], 2))
+    pmap("2.2 M*-M*-*-M*-*-", "M*-M*-*-M*-*-",
+         maps_ok("M*-M*-*-M*-*-", [[1, 0], [4, 1], [6, 2], [9, 3], [11, 4]],
+                 [[2, 0], [5, 1], [7, 2], [10, 3], [12, 4]], [0, 3, 8], 5))
+    pmap("2.2 *E*E (MoE pairing)", "*E*E", maps_ok("*E*E", [[0, 0], [2, 1]], [[1, 0], [3, 1]], [], 2))
+    pmap("2.2 trailing / is depth 0", "M*-/", maps_ok("M*-/", [[1, 0]], [[2, 0]], [0], 1))
+    perr("2.2 M*-M*E mixed (before counts)", "M*-M*E", "mixed_mlp_kinds")
+    perr("2.2 M**- unbalanced", "M**-", "unbalanced_attention_mlp")
+    perr("2.2 MMMM unbalanced (zero)", "MMMM", "unbalanced_attention_mlp")
+    perr("2.2 MD- untranslatable", "MD-", "untranslatable_layer_types")
+    perr("2.2 M*-/MM MTP present", "M*-/MM", "mtp_present")
+    perr("2.2 /MM/MM caught by MTP check", "/MM/MM", "mtp_present")
+    perr("2.2 empty", "", "empty_pattern")
+    perr("2.2 lone pipe", "|", "empty_pattern")
+    perr("2.2 null pattern", None, "empty_pattern")
+    perr("1.3 M*X* invalid symbol", "M*X*", "invalid_symbol")
+    perr("1.3 MD* attention+MLA/DSA", "MD*", "attention_with_mla_dsa")
+    perr("1.3 M*//MM not identical", "M*//MM", "mtp_not_identical")
+
+    # 1.3 parse
+    def parse(name, pattern, main, mtp, depth):
+        res(name, {"op": "parse_pattern", "pattern": pattern}, {"main": main, "mtp": mtp, "depth": depth})
+    parse("1.3 M*M*/MM/MM", "M*M*/MM/MM", "M*M*", "MM", 2)
+    parse("1.3 /MM/MM", "/MM/MM", None, "MM", 2)
+    parse("1.3 M*M*//", "M*M*//", "M*M*", None, 0)
+    parse("1.3 empty", "", "", None, 0)
+    parse("1.3 M*/D checked separately", "M*/D", "M*", "D", 1)
+    err("1.3 M*M*/MM/Ma identical-check first", {"op": "parse_pattern", "pattern": "M*M*/MM/Ma"}, "mtp_not_identical")
+    err("1.3 M*M*/Ma/Ma invalid MTP symbol", {"op": "parse_pattern", "pattern": "M*M*/Ma/Ma"}, "invalid_symbol")
+    err("1.3 pipe inside MTP", {"op": "parse_pattern", "pattern": "M*M*/M|M/M|M"}, "invalid_symbol")
+
+    # 1.4 counts
+    res("1.4 total M-M-|M-M*-", {"op": "total_layer_count", "pattern": "M-M-|M-M*-"}, {"count": 9})
+    res("1.4 total ||M", {"op": "total_layer_count", "pattern": "||M"}, {"count": 1})
+    res("1.4 segments ||M", {"op": "segment_count", "pattern": "||M"}, {"count": 3})
+    res("1.4 segments M-M-|M-M*-/MM/MM", {"op": "segment_count", "pattern": "M-M-|M-M*-/MM/MM"}, {"count": 2})
+    res("1.4 layer counts", {"op": "layer_counts", "pattern": "M-M-|M-M*-/MM/MM"},
+        {"counts": {"*": 1, "D": 0, "G": 0, "M": 8, "+": 0, "-": 4, "E": 0},
+         "order": ["*", "D", "G", "M", "+", "-", "E"]})
+
+    # 1.6 segment selection
+    four = "M*-M*-|*-|M*-|*-"
+    for (r, vp), (layers, off) in {(0, 0): ("M*-M*-", 0), (1, 0): ("*-", 6), (0, 1): ("M*-", 8),
+                                    (1, 1): ("*-", 11)}.items():
+        res(f"1.6 table rank {r} vp {vp}", {"op": "select_segment", "pattern": four, "pp_rank": r,
+                                            "pp_size": 2, "vp_stage": vp}, {"layers": layers, "offset": off})
+    res("1.6 legacy hazard rank 1", {"op": "select_segment", "pattern": "MMMM", "pp_rank": 1, "pp_size": 2,
+                                     "vp_stage": None, "first": 1, "last": 1}, {"layers": "M", "offset": 3})
+    err("1.6 pipes with first", {"op": "select_segment", "pattern": "M*|M*", "pp_rank": 0, "pp_size": 2,
+                                 "first": 1}, "pipe_with_first_last")
+    err("1.6 VPP without pipes", {"op": "select_segment", "pattern": "M*M*", "pp_rank": 0, "pp_size": 2,
+                                  "vp_stage": 0}, "vpp_without_pipes")
+    err("1.6 legacy not divisible", {"op": "select_segment", "pattern": "M*M*M", "pp_rank": 0, "pp_size": 2},
+        "layers_not_divisible_by_pp")
+    err("1.6 segments not divisible", {"op": "select_segment", "pattern": "M|M|M", "pp_rank": 0, "pp_size": 2},
+        "segments_not_divisible_by_pp")
+    err("1.6 segment out of range", {"op": "select_segment", "pattern": "M|M", "pp_rank": 0, "pp_size": 1,
+                                     "vp_stage": 2}, "segment_out_of_range")
+
+    # 2.4-2.6 retarget
+    qkv1 = tensor("decoder.layers.1.self_attention.linear_qkv.weight", [4], [4], [0], [1])
+    res("2.5 ST gains the layer axis (M*-)", {"op": "retarget", "pattern": "M*-", "entries": flat(qkv1)},
+        {"entries": [{"path": qkv1["key"], "entry": tensor("decoder.layers.self_attention.linear_qkv.weight",
+                                                           [4], [1, 4], [0, 0], [1, 1], prepend=1)}]})
+    so5 = obj("decoder.layers.5.mlp.linear_fc2._extra_state", [1], [0], [0, 1, 0])
+    res("2.5 SO placeholder replaced (M*-M*-)", {"op": "retarget", "pattern": "M*-M*-", "entries": flat(so5)},
+        {"entries": [{"path": so5["key"], "entry": obj("decoder.layers.mlp.linear_fc2._extra_state", [2], [1],
+                                                       [0, 1, 0])}]})
+    so_e = obj("decoder.layers.3.mlp.experts.linear_fc1._extra_state", [8], [3])
+    res("2.5 SO expert axis prepended (*E*E)", {"op": "retarget", "pattern": "*E*E", "entries": flat(so_e)},
+        {"entries": [{"path": so_e["key"], "entry": obj("decoder.layers.mlp.experts.linear_fc1._extra_state",
+                                                        [2, 8], [1, 3])}]})
+    opt = tensor("optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight", [4], [8], [4], [2],
+                 replica=[0, 0, 1])
+    fresh = tensor("decoder.layers.0.mixer.A_log", [4], [4], [0], [1])
+    norm = tensor("optimizer.state.fp32_param.decoder.final_norm.weight", [4], [4], [0], [1])
+    emb = tensor("embedding.word_embeddings.weight", [8, 4], [16, 4], [8, 0], [2, 1], allow_shape_mismatch=True)
+    out_es = obj("output_layer._extra_state", [1], [0])
+    out_opt = obj("optimizer.state.exp_avg.output_layer._extra_state", [1], [0])
+    out_w = tensor("output_layer.weight", [8, 4], [16, 4], [0, 0], [2, 1])
+    res("2.4/2.6 optimizer prefix, fresh, final norm, embedding, omitted key (suffix)",
+        {"op": "retarget", "pattern": "M*-", "entries": flat(opt, fresh, norm, emb, out_es, out_opt, out_w)},
+        {"entries": [
+            {"path": opt["key"], "entry": tensor("optimizer.state.exp_avg.decoder.layers.self_attention.linear_qkv.weight",
+                                                 [4], [1, 8], [0, 4], [1, 2], replica=[0, 0, 1], prepend=1)},
+            {"path": fresh["key"], "entry": {"kind": "local"}},
+            {"path": norm["key"], "entry": dict(norm, key="optimizer.state.fp32_param.decoder.final_layernorm.weight")},
+            {"path": emb["key"], "entry": emb},
+            {"path": out_es["key"], "entry": {"kind": "local"}},
+            {"path": out_opt["key"], "entry": {"kind": "local"}},
+            {"path": out_w["key"], "entry": out_w}]})
+    err("2.4 unknown hybrid layer", {"op": "retarget", "pattern": "M*-", "entries": flat(
+        tensor("decoder.layers.7.mlp.linear_fc1.weight", [4], [4], [0], [1]))}, "unknown_hybrid_layer")
+    err("2.5 uneven ST cannot be prepended", {"op": "retarget", "pattern": "M*-", "entries": flat(
+        tensor("decoder.layers.1.mlp.linear_fc1.weight", [3], [7], [4], None))}, "uneven_prepend")
+    err("3.1 construction checks offsets", {"op": "retarget", "pattern": "M*-", "entries": flat(
+        tensor("decoder.layers.1.mlp.linear_fc1.weight", [4], [8], [3], [2]))}, "metadata_integrity")
+    # 2.3 gated fc1 (swiglu factory) built after retargeting hybrid layer 5 (GPT 1 of 2), t = 1 of 2.
+    fc1 = tensor("decoder.layers.5.mlp.linear_fc1.weight", [1024, 256], [2048, 256], [1024, 0], [2, 1],
+                 replica=[0, 0, 0])
+    piece = lambda row: tensor("decoder.layers.mlp.linear_fc1.weight", [512, 256], [2, 2048, 256], [1, row, 0],
+                               [2, 4, 1], replica=[0, 0, 0], prepend=1)
+    res("2.3/2.5 swiglu factory pieces get the layer axis",
+        {"op": "retarget", "pattern": "M*-M*-", "entries": [{"path": fc1["key"], "entry": {
+            "kind": "factory", "factory": "swiglu", "tensor": fc1}}]},
+        {"entries": [{"path": fc1["key"], "entry": {"kind": "factory", "key": "decoder.layers.mlp.linear_fc1.weight",
+                                                    "built": [{"path": "0", "entry": piece(512)},
+                                                              {"path": "1", "entry": piece(1536)}]}}]})
+
+    # 2.7 FSDP
+    ck = ["optimizer.state.module.module.decoder.layers.0.self_attention.linear_qkv.weight"]
+    res("2.7 FSDP key: renumber and recover module. prefix",
+        {"op": "fsdp_key", "pattern": "M*-", "checkpoint_keys": ck,
+         "key": "module.module.module.decoder.layers.1.self_attention.linear_qkv.weight"},
+        {"key": "module.module.decoder.layers.0.self_attention.linear_qkv.weight"})
+    res("2.7 FSDP key: fresh layer omitted", {"op": "fsdp_key", "pattern": "M*-", "checkpoint_keys": None,
+                                              "key": "decoder.layers.0.mixer.A_log"}, {"key": None})
+    res("2.7 FSDP tree with prefix",
+        {"op": "fsdp_retarget", "pattern": "M*-", "prefix": "optimizer.state", "checkpoint_keys": ck,
+         "tree": {"module.module.module.decoder.layers.1.self_attention.linear_qkv.weight": 1,
+                  "module.module.module.decoder.layers.0.mixer.A_log": 2,
+                  "module.module.module.decoder.layers.2.mlp.linear_fc1.weight": 3, "groups": {"x": [1]}}},
+        {"tree": {"module.module.decoder.layers.0.self_attention.linear_qkv.weight": 1, "groups": {"x": [1]}}})
+    res("2.7 FSDP key: two distinct captures leave the key unchanged",
+        {"op": "fsdp_key", "pattern": "M*-", "key": "decoder.layers.1.self_attention.linear_proj.weight",
+         "checkpoint_keys": ["model.module.decoder.layers.0.self_attention.linear_proj.weight",
+                             "model.module.module.decoder.layers.0.self_attention.linear_proj.weight"]},
+        {"key": "decoder.layers.0.self_attention.linear_proj.weight"})
+    err("2.7 FSDP unknown layer", {"op": "fsdp_key", "pattern": "M*-", "key": "decoder.layers.9.mlp.w"},
+        "unknown_hybrid_layer")
+
+    # 4.3 split factory
+    for t in (0, 1):
+        res(f"4.3 split chunks t={t}", {"op": "split_chunks", "key": "decoder.layers.0.mixer.in_proj.weight",
+                                        "local_rows": 16, "cols": 4, "tp_rank": t, "tp_size": 2,
+                                        "sections": [2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1], "names": GDP_NAMES},
+            {"chunks": _chunks_43(t)})
+    err("4.3 sections must cover", {"op": "split_chunks", "key": "k", "local_rows": 16, "cols": 4, "tp_rank": 0,
+                                    "tp_size": 2, "sections": [2, 2], "names": ["a", "b"]}, "split_sections_mismatch")
+
+    # 4.4 GTP padding (4.8, 4.9, 4.10)
+    for rows, g, p, r, pad in ((61760, 64, 32, 992, 1728), (60, 2, 16, 32, 4), (2064, 2, 32, 1056, 48),
+                               (61760, 64, 16, 976, 704), (1, 64, 32, 32, 2047)):
+        res(f"4.4 GTP rows D={rows} G={g} p={p}", {"op": "gtp_padding", "rows": rows, "gtp_size": g,
+                                                    "pad_for_alignment": p}, {"shard_rows": r, "pad_length": pad})
+    err("4.4 p=0 needs divisible rows", {"op": "gtp_padding", "rows": 61, "gtp_size": 2, "pad_for_alignment": 0},
+        "gtp_not_divisible")
+
+    # 3.7 integrity: the 2.3 qkv weight, GPT format, T = 2, L = 2 (4 entries on 2 ranks)
+    qkv = lambda layer, t, replica=(0, 0, 0): tensor("decoder.layers.self_attention.linear_qkv.weight", [384, 256],
+                                                     [2, 768, 256], [layer, 384 * t, 0], [2, 2, 1],
+                                                     replica=list(replica), prepend=1)
+    good = [{"rank": t, "entry": qkv(layer, t)} for layer in (0, 1) for t in (0, 1)]
+    C.append(("3.7 integrity accepts a full tiling", {"op": "integrity", "entries": good},
+              {"pred": lambda rep: rep["result"]["ok"] is True and rep["result"]["problems"] == []}))
+    C.append(("3.7 integrity reports a hole", {"op": "integrity", "entries": good[:3]},
+              {"pred": lambda rep: rep["result"]["ok"] is False and "Invalid access pattern" in rep["result"]["problems"][0]}))
+    C.append(("3.7 integrity reports a duplicate writer",
+              {"op": "integrity", "entries": good + [{"rank": 2, "entry": qkv(1, 1)}]},
+              {"pred": lambda rep: rep["result"]["ok"] is False and rep["result"]["details"][0]["kind"] == "access"}))
+    mixed = [{"rank": 0, "entry": tensor("w", [2, 2], [4, 2], [0, 0], [2, 1])},
+             {"rank": 1, "entry": tensor("w", [2, 2], [4, 2], [2, 0], None)}]
+    C.append(("3.7 regular+irregular grid is an assertion", {"op": "integrity", "entries": mixed},
+              {"pred": lambda rep: rep["result"]["ok"] is False and rep["result"]["details"][0]["kind"] == "assertion"}))
+    objs = [{"rank": 0, "entry": obj("e", [2], [0])}, {"rank": 1, "entry": obj("e", [2], [0])}]
+    C.append(("3.7 duplicate ShardedObject", {"op": "integrity", "entries": objs},
+              {"pred": lambda rep: any("Duplicate ShardedObject keys" in p for p in rep["result"]["problems"])}))
+
+    # protocol
+    C.append(("protocol: bad JSON", "{not json", {"kind": "bad_request"}))
+    err("protocol: missing field", {"op": "pattern_maps"}, "bad_request")
+    err("protocol: unknown op", {"op": "no_such_op"}, "bad_request")
+    err("protocol: wrong field type", {"op": "select_segment", "pattern": "M", "pp_rank": "0", "pp_size": 1},
+        "bad_request")
+    C.append(("protocol: id echoed", {"op": "segment_count", "pattern": "M", "id": "abc"},
+              {"pred": lambda rep: rep.get("id") == "abc" and rep["ok"] is True}))
+    C.append(("gtp_split unsupported or answered", {"op": "gtp_split", "key": "k", "shard_rows": 32, "cols": 2,
+                                                    "tp_rank": 0, "tp_size": 2, "gtp_rank": 1, "gtp_size": 2,
+                                                    "sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2],
+                                                    "names": GDP_NAMES},
+              {"pred": lambda rep: rep.get("unsupported") is True or rep["ok"] is True}))
+    return C
+
+
+def judge(expect, reply):
+    if "result" in expect:
+        if not reply.get("ok"):
+            return False
+        want, got = expect["result"], reply.get("result")
+        if isinstance(want, dict) and want.get("ok") is False and isinstance(got, dict):
+            return got.get("ok") is False and got.get("error", {}).get("kind") == want["error"]["kind"] \
+                and got.get("pattern") == want["pattern"]
+        return want == got
+    if "kind" in expect:
+        return reply.get("ok") is False and reply.get("error", {}).get("kind") == expect["kind"]
+    try:
+        return bool(expect["pred"](reply))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def run_checks(adapter, verbose, quiet=False):
+    failures = []
+    C = checks()
+    for name, req, expect in C:
+        try:
+            reply = adapter.raw(req) if isinstance(req, str) else adapter.send(req)
+        except (TimeoutError, EOFError, ValueError) as exc:
+            failures.append(name)
+            if not quiet:
+                print(f"FAIL {name}: {exc}")
+            return failures, len(C)
+        ok = judge(expect, reply)
+        if not ok:
+            failures.append(name)
+        if not quiet and (verbose or not ok):
+            print(f"{'ok  ' if ok else 'FAIL'} {name}")
+            if not ok:
+                print(f"     request:  {json.dumps(req) if not isinstance(req, str) else req}")
+                print(f"     expected: {json.dumps(expect, default=lambda f: '<predicate>')}")
+                print(f"     got:      {json.dumps(reply)}")
+    return failures, len(C)
+
+
+def hello(adapter):
+    rep = adapter.send({"op": "hello", "protocol": 1}, timeout=180)
+    if not rep.get("ok"):
+        raise RuntimeError(f"hello failed: {rep}")
+    return rep
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Megatron adapter self-test")
+    ap.add_argument("--python", default=default_python())
+    ap.add_argument("--megatron-path", default=None)
+    ap.add_argument("--all-mutants", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    if not os.path.exists(args.python):
+        print(f"selftest: {args.python} not found; run ci/install-megatron.sh first", file=sys.stderr)
+        return 2
+    start = time.time()
+    adapter = Adapter(args.python, args.megatron_path)
+    try:
+        info = hello(adapter)
+        print(f"megatron-core {info['megatron_version']} (torch {info['torch_version']}) from {info['megatron_path']}")
+        print("supports: " + " ".join(info["supports"]))
+        failures, total = run_checks(adapter, args.verbose)
+        # mutants: list, apply one in this process, one per process
+        lst = adapter.send({"op": "mutants"})
+        n_mutants = len(lst.get("result", {}).get("mutants", []))
+        extra = [("mutants listed (>= 8)", n_mutants >= 8)]
+        applied = adapter.send({"op": "mutate", "name": "accept_mixed_mlp"})
+        mixed = adapter.send({"op": "pattern_maps", "pattern": "M*-M*E"})
+        again = adapter.send({"op": "mutate", "name": "fresh_init_empty"})
+        extra += [("mutate applies a mutant", applied.get("ok") is True and mixed["result"]["ok"] is True),
+                  ("one mutant per process", again.get("error", {}).get("kind") == "already_mutated")]
+        for name, ok in extra:
+            total += 1
+            if not ok:
+                failures.append(name)
+                print(f"FAIL {name}")
+            elif args.verbose:
+                print(f"ok   {name}")
+    finally:
+        adapter.close()
+    if args.all_mutants:
+        from concurrent.futures import ThreadPoolExecutor
+        names = [m["name"] for m in lst["result"]["mutants"]]
+
+        def one(name):
+            mut = Adapter(args.python, args.megatron_path, mutant=name)
+            try:
+                hello(mut)
+                return run_checks(mut, False, quiet=True)[0]
+            finally:
+                mut.close()
+
+        survivors = []
+        with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+            for name, killed_by in zip(names, pool.map(one, names)):
+                print(f"mutant {name}: {'killed by ' + str(len(killed_by)) + ' checks' if killed_by else 'SURVIVED'}")
+                if not killed_by:
+                    survivors.append(name)
+        total += 1
+        if survivors:
+            failures.append("every mutant killed")
+            print("mutants no check kills: " + ", ".join(survivors))
+    print(f"selftest: {time.time() - start:.1f}s")
+    print(f"{total - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

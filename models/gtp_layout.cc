@@ -1,0 +1,104 @@
+#include "models/gtp_layout.h"
+
+#include <algorithm>
+
+#include "models/checked_math.h"
+
+namespace ih {
+
+std::int64_t GtpPadding::real_rows(std::int64_t gtp_rank) const {
+  // g*R <= D' fits in int64 because D' does; the subtraction cannot overflow either.
+  return std::max<std::int64_t>(0, std::min(shard_rows, rows - gtp_rank * shard_rows));
+}
+
+std::int64_t GtpPadding::all_padding_ranks() const { return shard_rows == 0 ? 0 : pad / shard_rows; }
+
+Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
+  IH_TRY_STATUS(require_positive(rows, "rows (D)"));
+  IH_TRY_STATUS(require_positive(gtp_size, "gtp_size (G)"));
+  if (pad_alignment < 0)
+    return make_error(ErrorKind::invalid_layout_parameter,
+                      "pad_alignment (p) must be >= 0, got " + std::to_string(pad_alignment));
+  GtpPadding out{rows, gtp_size, pad_alignment};
+  if (pad_alignment == 0) {
+    if (gtp_size > rows)
+      return make_error(ErrorKind::gtp_group_too_large,
+                        "gtp_size (G) = " + std::to_string(gtp_size) + " exceeds the " + std::to_string(rows) +
+                            " rows with pad_alignment 0: a GTP shard would have no rows");
+    if (rows % gtp_size != 0)
+      return make_error(ErrorKind::gtp_indivisible, "rows (D) = " + std::to_string(rows) +
+                                                        " not divisible by gtp_size (G) = " + std::to_string(gtp_size) +
+                                                        " with pad_alignment 0");
+    out.padded_rows = rows;
+    out.shard_rows = rows / gtp_size;
+    return out;
+  }
+  IH_TRY_ASSIGN(block, checked_mul(pad_alignment, gtp_size, "align block p*G"));
+  out.align_block = block;
+  out.pad = (block - rows % block) % block;
+  IH_TRY_ASSIGN(padded, checked_add(rows, out.pad, "padded rows D + pad"));
+  out.padded_rows = padded;
+  out.shard_rows = padded / gtp_size;
+  return out;
+}
+
+Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const GtpPadding& padding,
+                                             std::int64_t tp_size, std::int64_t tp_rank, std::int64_t gtp_rank) {
+  const std::int64_t R = padding.shard_rows, shard_begin = gtp_rank * R;
+  const std::int64_t real_end = shard_begin + padding.real_rows(gtp_rank);  // pad rows are never emitted
+  const std::vector<std::int64_t> starts = layout.starts();
+  std::vector<GtpPiece> out;
+  for (std::size_t j = 0; j < layout.sections.size(); ++j) {
+    const std::int64_t c = starts[j], s = layout.sections[j];
+    const std::int64_t a = std::max(c, shard_begin), b = std::min(c + s, real_end);
+    if (a >= b) continue;  // documented choice: no zero-row pieces
+    IH_TRY_ASSIGN(global_rows, checked_mul(tp_size, s, "global rows T*s_j of section " + layout.names[j]));
+    IH_TRY_ASSIGN(tp_offset, checked_mul(tp_rank, s, "offset t*s_j of section " + layout.names[j]));
+    out.push_back(GtpPiece{j, a - shard_begin, b - a, global_rows, tp_offset + (a - c)});
+  }
+  return out;
+}
+
+Result<GtpSaveDesign> parse_gtp_design(const std::string& text) {
+  if (text == "gather") return GtpSaveDesign::gather;
+  if (text == "shard-split" || text == "shard_split") return GtpSaveDesign::shard_split;
+  return make_error(ErrorKind::invalid_layout_parameter,
+                    "design must be gather or shard-split, got '" + text + "'");
+}
+
+std::string to_string(GtpSaveDesign design) {
+  return design == GtpSaveDesign::gather ? "gather" : "shard-split";
+}
+
+Result<GtpPadding> gtp_padding_of(const GtpFactoryParams& params) {
+  IH_TRY_STATUS(validate_layout(params.layout, "in_proj layout of '" + params.key + "'"));
+  IH_TRY_STATUS(require_positive(params.tp_size, "tp_size (T)"));
+  IH_TRY_STATUS(require_positive(params.cols, "cols (C)"));
+  if (params.tp_rank < 0 || params.tp_rank >= params.tp_size)
+    return make_error(ErrorKind::invalid_layout_parameter, "tp_rank " + std::to_string(params.tp_rank) +
+                                                               " is outside [0, " + std::to_string(params.tp_size) + ")");
+  IH_TRY_ASSIGN(rows, params.layout.total_rows());
+  IH_TRY_ASSIGN(padding, gtp_padding(rows, params.gtp_size, params.pad_alignment));
+  if (params.gtp_rank < 0 || params.gtp_rank >= params.gtp_size)
+    return make_error(ErrorKind::invalid_layout_parameter, "gtp_rank " + std::to_string(params.gtp_rank) +
+                                                               " is outside [0, " + std::to_string(params.gtp_size) + ")");
+  if (params.shard && params.shard->shape != Shape{padding.shard_rows, params.cols})
+    return make_error(ErrorKind::invalid_layout_parameter,
+                      "shard of '" + params.key + "' has " + std::to_string(params.shard->rows()) +
+                          " rows, expected (R, C) = (" + std::to_string(padding.shard_rows) + ", " +
+                          std::to_string(params.cols) + ")");
+  return padding;
+}
+
+Result<ShardedTensor> gtp_composite_tensor(const GtpFactoryParams& params) {
+  IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  IH_TRY_ASSIGN(fragments, checked_mul(params.tp_size, params.gtp_size, "T*G"));
+  const std::int64_t slot = params.tp_rank * params.gtp_size + params.gtp_rank;
+  IH_TRY_ASSIGN(tensor, ShardedTensor::from_rank_offsets(params.key, {padding.shard_rows, params.cols},
+                                                         {{0, slot, fragments}}, params.replica_id, 0, params.shard,
+                                                         params.dtype));
+  tensor.allow_shape_mismatch = padding.pad > 0;
+  return tensor;
+}
+
+}  // namespace ih
