@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, runs the whole suite with ctest.
+# The test command: installs what is missing (Debian packages, the Megatron venv), builds, and runs
+# the whole suite with ctest. Opt-in campaigns (label "campaign") run with: ctest -L campaign.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/build.sh
+bash ci/install-megatron.sh >/dev/null
 cd build
-ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" --timeout 600 "$@"
+ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" --timeout 900 -LE campaign "$@"
