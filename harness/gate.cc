@@ -13,7 +13,9 @@ std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Ch
     const Check& check = checks[i];
     const auto start = std::chrono::steady_clock::now();
     auto outcome = check.run(target);
-    CheckResult result{check.group, check.name};
+    CheckResult result;
+    result.group = check.group;
+    result.name = check.name;
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!outcome.ok()) {
       const bool unsupported = outcome.error().kind == ErrorKind::unsupported;

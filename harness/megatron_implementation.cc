@@ -18,6 +18,11 @@ const char* op_name(Operation op) {
     case Operation::retarget: return "retarget";
     case Operation::fsdp_key: return "fsdp_key";
     case Operation::fsdp_retarget: return "fsdp_retarget";
+    // Layout ops: the adapter has them, this client does not ask them yet, so they count as unsupported.
+    case Operation::split_chunks:
+    case Operation::gtp_pieces:
+    case Operation::gtp_merge:
+    case Operation::integrity: return "";
   }
   return "";
 }
