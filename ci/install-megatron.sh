@@ -110,8 +110,9 @@ log "installing torch==$TORCH_VERSION numpy packaging (large CUDA wheels; severa
 mcore_line="megatron-core=external"
 if [ -z "$megatron_path" ]; then
   extra=()
-  if [ "$pyver" != "3.12" ] && [ "$pyver" \< "3.12" ]; then
-    # megatron-core 0.19.2 declares Requires-Python >=3.12; its code also runs on 3.11.
+  if "$py" -c 'import sys; sys.exit(0 if sys.version_info < (3, 12) else 1)'; then
+    # megatron-core 0.19.2 declares Requires-Python >=3.12 and ships cp312 wheels only; on an
+    # older python pip builds its sdist (a small C++ helper; needs g++), and the code runs.
     extra=(--ignore-requires-python)
   fi
   log "installing megatron-core==$MEGATRON_CORE_VERSION"
@@ -142,6 +143,12 @@ if [ -n "$megatron_path" ] && [ -f "$marker" ] && grep -qx "$want_mcore" "$marke
   sed -i "s/^megatron-core=external\$/$want_mcore/" "$marker.tmp"
 fi
 mv "$marker.tmp" "$marker"
+
+if [ -n "$megatron_path" ]; then
+  if ! "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import megatron.core' "$megatron_path" >/dev/null 2>&1; then
+    log "warning: megatron.core from $megatron_path does not import with this venv (missing dependencies?)"
+  fi
+fi
 
 end=$(date +%s)
 log "done in $((end - start)) s; venv size $(du -sh "$VENV" 2>/dev/null | cut -f1)"

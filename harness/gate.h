@@ -33,6 +33,8 @@ std::vector<Check> retarget_scenario_checks();
 
 /// Reference vs target on generated inputs (meaningful when the target is not the reference).
 std::vector<Check> differential_checks();
+/// Split factory chunks, Megatron's validation verdicts and FSDP trees, reference vs target.
+std::vector<Check> layout_differential_checks();
 
 /// Runs the checks, printing "INFO: [i/n] group: name ... ok|FAILED" to `progress`.
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, std::ostream& progress);

@@ -18,8 +18,9 @@ const char* op_name(Operation op) {
     case Operation::retarget: return "retarget";
     case Operation::fsdp_key: return "fsdp_key";
     case Operation::fsdp_retarget: return "fsdp_retarget";
-    // Layout ops: the adapter has them, this client does not ask them yet, so they count as unsupported.
-    case Operation::split_chunks:
+    case Operation::split_chunks: return "split_chunks";
+    case Operation::megatron_validation: return "integrity";
+    // The GTP factory ops need the PR's _gtp_split_tensor_factory; the client does not ask them yet.
     case Operation::gtp_pieces:
     case Operation::gtp_merge:
     case Operation::integrity: return "";
@@ -128,6 +129,44 @@ Result<StateNode> MegatronImplementation::fsdp_retarget(std::string_view pattern
   IH_TRY_ASSIGN(result, call("fsdp_retarget", {{"pattern", std::string(pattern)}, {"tree", json::tree_to_json(tree)},
                                                {"checkpoint_keys", keys_or_null(keys)}, {"prefix", std::string(prefix)}}));
   return json::tree_from_json(result.value("tree", json::Json::object()));
+}
+
+Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const ShardedTensor& orig, const SplitLayout& layout) {
+  if (orig.local_shape.empty() || !orig.axis_fragmentations || orig.prepend_axis_num != 0)
+    return make_error(ErrorKind::invalid_argument, "split_chunks needs a regular TP-sharded tensor without prepended axes");
+  const std::int64_t rows = orig.local_shape[0];
+  json::Json request{{"key", orig.key}, {"local_rows", rows}, {"tp_rank", rows ? orig.global_offset[0] / rows : 0},
+                     {"tp_size", (*orig.axis_fragmentations)[0]}, {"sections", layout.sections}, {"names", layout.names},
+                     {"dtype", orig.dtype}, {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
+  if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];
+  IH_TRY_ASSIGN(result, call("split_chunks", std::move(request)));
+  std::vector<ShardedTensor> out;
+  for (json::Json chunk : result.value("chunks", json::Json::array())) {
+    chunk["kind"] = "tensor";
+    if (orig.dtype != "float32") chunk["dtype"] = orig.dtype;
+    IH_TRY_ASSIGN(leaf, json::leaf_from_json(chunk));
+    if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("a chunk is not a tensor", chunk);
+    out.push_back(std::get<ShardedTensor>(std::move(leaf)));
+  }
+  return out;
+}
+
+Result<MegatronValidation> MegatronImplementation::megatron_validation(const GlobalMetadata& metadata) {
+  json::Json entries = json::Json::array();
+  for (const RankedTensor& t : metadata.tensors) entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedObject& o : metadata.objects) entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
+  IH_TRY_ASSIGN(result, call("integrity", {{"entries", std::move(entries)}}));
+  MegatronValidation out;
+  for (const json::Json& detail : result.value("details", json::Json::array())) {
+    const std::string kind = detail.value("kind", std::string());
+    const std::string message = detail.value("key", std::string()) + ": " + detail.value("message", std::string());
+    if (kind == "assertion" || kind == "exception") {
+      if (!out.assertion) out.assertion = message;
+    } else {
+      out.errors.push_back(message);
+    }
+  }
+  return out;
 }
 
 }  // namespace ih

@@ -48,6 +48,8 @@ class MegatronImplementation : public Implementation {
   Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                   const std::optional<std::vector<std::string>>& checkpoint_keys,
                                   std::string_view prefix) override;
+  Result<std::vector<ShardedTensor>> split_chunks(const ShardedTensor& orig, const SplitLayout& layout) override;
+  Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

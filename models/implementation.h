@@ -11,6 +11,7 @@
 #include "models/gpt_layer_maps.h"
 #include "models/gtp_layout.h"
 #include "models/hybrid_pattern.h"
+#include "models/checkpoint_model.h"
 #include "models/integrity.h"
 
 namespace ih {
@@ -27,6 +28,9 @@ enum class Operation {
   gtp_pieces,    // spec 4.5 / 4.7 build
   gtp_merge,     // spec 4.5 / 4.7 merge
   integrity,     // exact tiling checks on boxes
+  megatron_validation,  // Megatron's own validate_sharding_integrity verdict (spec 3.7)
+  gtp_param_entry,      // the GTP parameter's own checkpoint entry (spec 4.4, 4.7 invariant 7)
+  load_state,           // a load along one of the orderings of spec 3.8
 };
 
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
@@ -76,6 +80,18 @@ class Implementation {
   virtual Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
                                             const std::optional<std::vector<std::string>>& reference_keys) {
     return unsupported(name(), "integrity");
+  }
+  /// What Megatron's validate_sharding_integrity concludes on all ranks' metadata (spec 3.7).
+  virtual Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) {
+    return unsupported(name(), "megatron_validation");
+  }
+  /// The (t, g) GTP parameter's composite entry, the one the optimizer state is keyed by (spec 4.4).
+  virtual Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) {
+    return unsupported(name(), "gtp_param_entry");
+  }
+  /// Loads `request` from `checkpoint` along `order` (spec 3.8: serialization.load or to_state_dict).
+  virtual Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) {
+    return unsupported(name(), "load_state");
   }
 };
 

@@ -24,6 +24,15 @@ class ReferenceImplementation : public Implementation {
   Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
   Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
                                     const std::optional<std::vector<std::string>>& reference_keys) override;
+  Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override {
+    return megatron_validate_sharding(metadata);
+  }
+  Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override {
+    return gtp_composite_tensor(params);
+  }
+  Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override {
+    return load_checkpoint(checkpoint, request, order);
+  }
 };
 
 }  // namespace ih

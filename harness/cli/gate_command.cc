@@ -43,7 +43,8 @@ Result<std::vector<gate::Check>> all_checks(const ParsedArgs& args, bool differe
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(args.value("corpus").value_or(IH_DEFAULT_CORPUS_DIR)));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   if (differential)
-    for (gate::Check& check : gate::differential_checks()) checks.push_back(std::move(check));
+    for (auto group : {gate::differential_checks(), gate::layout_differential_checks()})
+      for (gate::Check& check : group) checks.push_back(std::move(check));
   return checks;
 }
 

@@ -7,7 +7,7 @@ constructors validate the metadata. Encoding walks the tree in Megatron's traver
 (dicts in insertion order, lists by index), which is the order dict_list_map_inplace visits.
 """
 
-from adapter_errors import BadRequest, OpError, _is_int, boolean, field, int_list, string
+from adapter_errors import BadRequest, OpError, _is_int, boolean, field, int_list, meta_tensor, string
 
 _DTYPES = {
     "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
@@ -67,7 +67,7 @@ class Codec:
         allow = boolean(e, "allow_shape_mismatch", False, where)
         data = None
         if with_meta_data:
-            data = self.M.torch.empty(lshape, dtype=dtype, device="meta")
+            data = meta_tensor(self.M.torch, lshape, dtype, where)
         return self._construct(
             self.M.ShardedTensor, where, key, data, dtype, lshape, gshape, goff, frag,
             replica, prepend, allow_shape_mismatch=allow)

@@ -33,8 +33,12 @@ class Unsupported(OpError):
         super().__init__("unsupported", message)
 
 
+_INT64 = 1 << 63
+
+
 def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A JSON integer that fits int64 (what torch and the C++ harness can represent)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64
 
 
 def field(req, name, where="request"):
@@ -64,7 +68,7 @@ def integer(req, name, where="request", nullable=False, minimum=None):
     if value is None and nullable:
         return None
     if not _is_int(value):
-        raise BadRequest(f"{where} field {name!r} must be an integer{' or null' if nullable else ''}")
+        raise BadRequest(f"{where} field {name!r} must be a 64-bit integer{' or null' if nullable else ''}")
     if minimum is not None and value < minimum:
         raise BadRequest(f"{where} field {name!r} must be >= {minimum}")
     return value
@@ -72,17 +76,10 @@ def integer(req, name, where="request", nullable=False, minimum=None):
 
 def int_list(value, name, where="request", minimum=None):
     if not isinstance(value, list) or not all(_is_int(v) for v in value):
-        raise BadRequest(f"{where} field {name!r} must be a list of integers")
+        raise BadRequest(f"{where} field {name!r} must be a list of 64-bit integers")
     if minimum is not None and any(v < minimum for v in value):
         raise BadRequest(f"{where} field {name!r} must hold integers >= {minimum}")
     return value
-
-
-def int_list_field(req, name, where="request", nullable=False, minimum=None):
-    value = field(req, name, where)
-    if value is None and nullable:
-        return None
-    return int_list(value, name, where, minimum)
 
 
 def str_list_field(req, name, where="request", nullable=False):
@@ -101,3 +98,12 @@ def boolean(req, name, default, where="request"):
     if not isinstance(value, bool):
         raise BadRequest(f"{where} field {name!r} must be true or false")
     return value
+
+
+def meta_tensor(torch, shape, dtype, where="request"):
+    """An allocation-free tensor of the given shape (device "meta"), or bad_request when torch
+    cannot represent the shape."""
+    try:
+        return torch.empty(tuple(shape), dtype=dtype, device="meta")
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+        raise BadRequest(f"{where}: torch cannot make a tensor of shape {list(shape)}: {exc}")

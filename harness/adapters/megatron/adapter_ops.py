@@ -8,8 +8,8 @@ M.alloc.<name>, ...), never bound at import, so a mutant that replaces a module 
 import contextlib
 
 from adapter_codec import Codec
-from adapter_errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field, int_list_field,
-                            integer, opt, str_list_field, string)
+from adapter_errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field,
+                            integer, meta_tensor, opt, str_list_field, string)
 
 # Megatron's ValueError texts -> stable kinds. Order matters: the out-of-range message also
 # mentions "pipe-delimited segments".
@@ -216,7 +216,7 @@ class Ops:
         dtype = codec.dtype(req.get("dtype", "float32"), "request")
         replica = codec.replica(req.get("replica_id", 0), "request")
         shape = (rows,) if cols is None else (rows, cols)
-        data = torch.empty(shape, dtype=dtype, device="meta")
+        data = meta_tensor(torch, shape, dtype)
         try:
             return self.M.ShardedTensor.from_rank_offsets(key, data, (0, tp_rank, tp_size), replica_id=replica)
         except Exception as exc:  # noqa: BLE001
@@ -296,7 +296,7 @@ class Ops:
         codec = Codec(self.M)
         dtype = codec.dtype(req.get("dtype", "float32"), "request")
         replica = codec.replica(req.get("replica_id", 0), "request")
-        data = torch.empty((shard_rows, cols), dtype=dtype, device="meta")
+        data = meta_tensor(torch, (shard_rows, cols), dtype)
         try:
             orig = self.M.ShardedTensor.from_rank_offsets(
                 key, data, (0, t * G + g, T * G), replica_id=replica,

@@ -69,7 +69,7 @@ def _accept_mixed_mlp(M):
 
 
 @mutant("maps_gpt_index_one_based", "layer maps number GPT layers from 1 (layer_number instead of "
-        "index): every hybrid->GPT index is off by one", 24)
+        "index): every hybrid->GPT index is off by one", None)
 def _maps_off_by_one(M):
     def transform(original, pattern):
         maps = original(pattern)
@@ -283,7 +283,7 @@ def _fsdp_first(M):
 
 
 @mutant("fsdp_second_pass", "the FSDP tree is retargeted twice (the explicit-key path is not "
-        "idempotent: GPT indices are re-read as hybrid indices)", 0)
+        "idempotent: GPT indices are re-read as hybrid indices; spec 2.9)", None)
 def _fsdp_twice(M):
     original = M.interop.retarget_fsdp_state_dict_to_gpt_checkpoint
 

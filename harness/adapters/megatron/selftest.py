@@ -108,7 +108,7 @@ def _chunks_43(t):
 # ---- checks: (name, request, expected) --------------------------------------------------------
 # expected: {"result": R} exact result, {"kind": K} error kind, {"pred": fn(reply) -> bool}.
 
-def checks():
+def checks(supports=()):
     C = []
 
     def res(name, req, result):
@@ -295,6 +295,27 @@ def checks():
     C.append(("3.7 duplicate ShardedObject", {"op": "integrity", "entries": objs},
               {"pred": lambda rep: any("Duplicate ShardedObject keys" in p for p in rep["result"]["problems"])}))
 
+    # 4.2/4.9/4.10 GDP layout and its private split factory (Megatron versions that have GDP)
+    if "gdp_layout" in supports:
+        res("4.9 GDP in_proj layout (10, 3, 2, 3)", {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3,
+                                                     "nheads_local": 2, "householder": 3},
+            {"sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], "names": GDP_NAMES})
+        res("4.10 GDP in_proj layout (256, 256, 4, 3), D = 2064",
+            {"op": "gdp_layout", "d_inner_local": 256, "group_state_local": 256, "nheads_local": 4, "householder": 3},
+            {"sections": [256] * 8 + [4] * 4, "names": GDP_NAMES})
+        res("4.2 GDP conv layout", {"op": "gdp_layout", "which": "conv", "d_inner_local": 10,
+                                    "group_state_local": 3, "householder": 3},
+            {"sections": [10, 10, 10, 3, 3, 3, 3], "names": ["V0", "V1", "V2", "K0", "K1", "K2", "Q"]})
+        res("4.3 GDP private split factory = ssm one", {"op": "split_chunks", "factory": "gdp",
+                                                        "key": "decoder.layers.0.mixer.in_proj.weight",
+                                                        "local_rows": 16, "cols": 4, "tp_rank": 1, "tp_size": 2,
+                                                        "sections": [2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1],
+                                                        "names": GDP_NAMES}, {"chunks": _chunks_43(1)})
+    else:
+        C.append(("gdp_layout unsupported without gated_delta_product",
+                  {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3, "nheads_local": 2,
+                   "householder": 3}, {"pred": lambda rep: rep.get("unsupported") is True}))
+
     # protocol
     C.append(("protocol: bad JSON", "{not json", {"kind": "bad_request"}))
     err("protocol: missing field", {"op": "pattern_maps"}, "bad_request")
@@ -328,9 +349,9 @@ def judge(expect, reply):
         return False
 
 
-def run_checks(adapter, verbose, quiet=False):
+def run_checks(adapter, verbose, supports, quiet=False):
     failures = []
-    C = checks()
+    C = checks(supports)
     for name, req, expect in C:
         try:
             reply = adapter.raw(req) if isinstance(req, str) else adapter.send(req)
@@ -374,7 +395,8 @@ def main():
         info = hello(adapter)
         print(f"megatron-core {info['megatron_version']} (torch {info['torch_version']}) from {info['megatron_path']}")
         print("supports: " + " ".join(info["supports"]))
-        failures, total = run_checks(adapter, args.verbose)
+        supports = info["supports"]
+        failures, total = run_checks(adapter, args.verbose, supports)
         # mutants: list, apply one in this process, one per process
         lst = adapter.send({"op": "mutants"})
         n_mutants = len(lst.get("result", {}).get("mutants", []))
@@ -401,7 +423,7 @@ def main():
             mut = Adapter(args.python, args.megatron_path, mutant=name)
             try:
                 hello(mut)
-                return run_checks(mut, False, quiet=True)[0]
+                return run_checks(mut, False, supports, quiet=True)[0]
             finally:
                 mut.close()
 

@@ -1,0 +1,147 @@
+// Differential checks on layouts and validation: the non-GTP split factory's chunks for every TP
+// rank of several GDP/Mamba layouts, Megatron's own validate_sharding_integrity verdicts on valid
+// and planted-broken metadata, and FSDP state-dict trees.
+#include <functional>
+
+#include "harness/gate.h"
+#include "harness/json_codec.h"
+#include "models/reference_implementation.h"
+#include "models/split_factory.h"
+#include "models/synthetic_model.h"
+
+namespace ih::gate {
+namespace {
+
+std::string chunks_text(const Result<std::vector<ShardedTensor>>& chunks) {
+  if (!chunks.ok()) return "error " + std::string(to_string(chunks.error().kind));
+  json::Json out = json::Json::array();
+  for (const ShardedTensor& c : *chunks) out.push_back(json::leaf_to_json(c));
+  return json::dump(out);
+}
+
+Result<std::string> check_split_chunks(Implementation& target) {
+  ReferenceImplementation reference;
+  struct Case { std::int64_t d_inner, group_state, heads, householder; };
+  for (const Case& c : {Case{2, 1, 1, 3}, Case{10, 3, 2, 3}, Case{256, 256, 4, 3}, Case{8, 4, 2, 1}}) {
+    IH_TRY_ASSIGN(layout, gdp_in_proj_layout(GdpDims{c.d_inner, c.group_state, c.heads, c.householder}));
+    IH_TRY_ASSIGN(rows, layout.total_rows());
+    for (std::int64_t tp = 1; tp <= 4; tp *= 2)
+      for (std::int64_t t = 0; t < tp; ++t) {
+        IH_TRY_ASSIGN(orig, tp_row_sharded("decoder.layers.3.mixer.in_proj.weight", rows, 2, tp, t));
+        auto got = target.split_chunks(orig, layout);
+        if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
+        const std::string want_text = chunks_text(reference.split_chunks(orig, layout)), got_text = chunks_text(got);
+        if (got_text != want_text)
+          return "GDP in_proj d_inner " + std::to_string(c.d_inner) + " group_state " + std::to_string(c.group_state) +
+                 " heads " + std::to_string(c.heads) + " M " + std::to_string(c.householder) + ", TP " + std::to_string(tp) +
+                 " rank " + std::to_string(t) + "\n      reference: " + want_text + "\n      target:    " + got_text;
+      }
+  }
+  return std::string();
+}
+
+/// A small valid GPT save (TP 2, every rank) as Megatron's validation sees it.
+Result<GlobalMetadata> gpt_save_metadata() {
+  GlobalMetadata out;
+  for (std::int64_t t = 0; t < 2; ++t) {
+    IH_TRY_ASSIGN(tree, gpt_sharded_state_dict(ModelConfig{}, 2, {.tp = 2, .tp_rank = t}));
+    IH_TRY_STATUS(apply_factories(tree));
+    out.add_tree(t, tree);
+  }
+  return out;
+}
+
+std::string verdict_text(const Result<MegatronValidation>& v) {
+  if (!v.ok()) return "error " + std::string(to_string(v.error().kind));
+  return v->assertion ? "assertion" : (v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)");
+}
+
+/// Named edits of a valid save, each a mistake Megatron's validation does (or does not) see.
+std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> planted_mistakes() {
+  const auto tensor_named = [](GlobalMetadata& m, std::int64_t rank, const std::string& suffix) -> ShardedTensor* {
+    for (RankedTensor& t : m.tensors)
+      if (t.rank == rank && t.tensor.key.ends_with(suffix)) return &t.tensor;
+    return nullptr;
+  };
+  return {
+      {"valid TP2 save", [](GlobalMetadata&) {}},
+      {"replicated norm written by both TP ranks",
+       [=](GlobalMetadata& m) { tensor_named(m, 1, "linear_qkv.layer_norm_weight")->replica_id = ReplicaId::tuple({0, 0, 0}); }},
+      {"one TP rank's qkv shard missing",
+       [](GlobalMetadata& m) {
+         std::erase_if(m.tensors, [](const RankedTensor& t) { return t.rank == 1 && t.tensor.key.ends_with("linear_qkv.weight"); });
+       }},
+      {"uneven (irregular) pieces with a hole, which Megatron skips",
+       [=](GlobalMetadata& m) {
+         for (RankedTensor& t : m.tensors)
+           if (t.tensor.key.ends_with("linear_fc1.weight")) t.tensor.axis_fragmentations.reset();
+         std::erase_if(m.tensors, [](const RankedTensor& t) { return t.rank == 1 && t.tensor.key.ends_with("linear_fc1.weight"); });
+       }},
+      {"regular and irregular entries under one key",
+       [=](GlobalMetadata& m) { tensor_named(m, 1, "linear_fc2.weight")->axis_fragmentations.reset(); }},
+      {"extra-state object saved twice",
+       [](GlobalMetadata& m) {
+         for (RankedObject& o : m.objects)
+           if (o.rank == 1 && o.object.key.ends_with("linear_proj._extra_state")) o.object.replica_id = ReplicaId::tuple({0, 0, 0});
+       }},
+      {"extra-state object missing",
+       [](GlobalMetadata& m) { std::erase_if(m.objects, [](const RankedObject& o) { return o.object.key.ends_with("linear_qkv._extra_state"); }); }},
+  };
+}
+
+Result<std::string> check_megatron_validation(Implementation& target) {
+  ReferenceImplementation reference;
+  IH_TRY_ASSIGN(valid, gpt_save_metadata());
+  for (const auto& [name, plant] : planted_mistakes()) {
+    GlobalMetadata metadata = valid;
+    plant(metadata);
+    auto got = target.megatron_validation(metadata);
+    if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
+    const std::string want_text = verdict_text(reference.megatron_validation(metadata)), got_text = verdict_text(got);
+    if (got_text != want_text) return name + "\n      reference: " + want_text + "\n      target:    " + got_text;
+  }
+  return std::string();
+}
+
+/// FSDP model and optimizer trees as training hands them over (flat names; nested optimizer state).
+Result<std::string> check_fsdp_trees(Implementation& target) {
+  ReferenceImplementation reference;
+  const std::string pattern = "M*-M*-";
+  const json::Json model = json::Json::parse(R"({
+    "module.decoder.layers.0.mixer.in_proj.weight": 1, "module.decoder.layers.1.self_attention.linear_qkv.weight": 2,
+    "module.decoder.layers.2.mlp.linear_fc1.weight": 3, "module.decoder.layers.4.self_attention.linear_qkv.weight": 4,
+    "module.decoder.final_norm.weight": 5, "module.output_layer._extra_state": 6, "module.embedding.word_embeddings.weight": 7})");
+  const json::Json optimizer = json::Json::parse(R"({"state": {
+    "module.decoder.layers.1.self_attention.linear_qkv.weight": {"exp_avg": 1, "exp_avg_sq": 2},
+    "module.decoder.layers.3.mixer.D": {"exp_avg": 3}, "module.decoder.layers.5.mlp.linear_fc2.weight": {"step": 4}},
+    "param_to_group_meta": {"module.decoder.layers.2.mlp.linear_fc1.weight": [0, {"lr": 1}]}, "0": {"nested": [1, 2]}})");
+  const std::vector<std::string> checkpoint_keys = {
+      "model.module.decoder.layers.0.self_attention.linear_qkv.weight", "model.module.decoder.layers.0.mlp.linear_fc1.weight",
+      "model.module.decoder.final_layernorm.weight", "model.module.embedding.word_embeddings.weight",
+      "optimizer.state.module.decoder.layers.0.self_attention.linear_qkv.weight.exp_avg",
+      "optimizer.state.module.decoder.layers.0.self_attention.linear_qkv.weight.exp_avg_sq",
+      "optimizer.state.module.decoder.layers.1.mlp.linear_fc2.weight.step"};
+  for (const auto& [tree, prefix] : {std::pair{model, std::string("model")}, std::pair{optimizer, std::string("optimizer")}})
+    for (const auto& keys : {std::optional<std::vector<std::string>>(), std::optional(checkpoint_keys)}) {
+      const StateNode input = json::tree_from_json(tree);
+      auto got = target.fsdp_retarget(pattern, input, keys, prefix);
+      if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
+      const auto want = reference.fsdp_retarget(pattern, input, keys, prefix);
+      const auto show = [](const Result<StateNode>& r) {
+        return r.ok() ? json::dump(json::tree_to_json(*r)) : "error " + std::string(to_string(r.error().kind));
+      };
+      if (show(got) != show(want))
+        return prefix + " tree" + (keys ? " with checkpoint keys" : "") + "\n      reference: " + show(want) + "\n      target:    " + show(got);
+    }
+  return std::string();
+}
+
+}  // namespace
+
+std::vector<Check> layout_differential_checks() {
+  return {{"differential", "split factory chunks, GDP layouts, TP 1/2/4, every rank", check_split_chunks},
+          {"differential", "Megatron validation verdicts on valid and planted-broken saves", check_megatron_validation},
+          {"differential", "FSDP model and optimizer trees, with and without checkpoint keys", check_fsdp_trees}};
+}
+
+}  // namespace ih::gate
