@@ -6,6 +6,7 @@ namespace ih::json {
 namespace {
 
 Json plain_to_json(const PlainValue& plain);
+Json factory_to_json(const ShardedTensorFactory& factory);
 
 Error bad(const std::string& where, const std::string& what) { return make_error(ErrorKind::bad_json, where + ": " + what); }
 
@@ -109,6 +110,47 @@ Json plain_to_json(const PlainValue& plain) {
   return parsed.ok() ? *parsed : Json(plain.repr);
 }
 
+/// A factory as already built elsewhere (the adapter's reply): build returns the decoded entries.
+class BuiltFactory : public FactoryBuilder {
+ public:
+  explicit BuiltFactory(StateNode built) : built_(std::move(built)) {}
+  std::string name() const override { return "built"; }
+  Result<StateNode> build(const std::string&, const std::optional<TensorValue>&, const ReplicaId&) const override {
+    return built_;
+  }
+  Result<TensorValue> merge(const StateNode&) const override {
+    return make_error(ErrorKind::unsupported, "a factory decoded from JSON has no merge");
+  }
+
+ private:
+  StateNode built_;
+};
+
+/// {"kind": "factory", "key", "built": [entries]} plus the recipe ("factory", "tensor",
+/// "sharded_offsets") when the builder has a Megatron counterpart, so the adapter can rebuild it.
+Json factory_to_json(const ShardedTensorFactory& factory) {
+  Json out{{"kind", "factory"}, {"key", factory.key}};
+  if (const auto recipe = factory.builder ? factory.builder->recipe(factory) : std::nullopt) {
+    out["factory"] = recipe->kind;
+    out["tensor"] = leaf_to_json(recipe->original);
+    Json offsets = Json::array();
+    for (const AxisOffset& a : recipe->sharded_offsets) offsets.push_back({a.axis, a.rank_offset, a.fragments});
+    out["sharded_offsets"] = offsets;
+  }
+  auto built = factory.build();
+  out["built"] = built.ok() ? entries_to_json(flatten(*built)) : Json{{"error", error_to_json(built.error())}};
+  return out;
+}
+
+Result<Leaf> factory_from_json(const Json& object, const std::string& where) {
+  IH_TRY_ASSIGN(key, string_field(object, "key", where));
+  if (!object.contains("built")) return bad(where, "a factory entry needs \"built\" (its built entries)");
+  IH_TRY_ASSIGN(entries, entries_from_json(object.at("built")));
+  StateList built;
+  for (FlatEntry& e : entries) built.push_back(StateNode(std::move(e.entry)));
+  return Leaf(ShardedTensorFactory{std::move(key), std::nullopt, ReplicaId{}, std::make_shared<BuiltFactory>(StateNode(std::move(built))), {}});
+}
+
 Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*shape) : Json(nullptr); }
 
 Json index_map_to_json(const pattern::IndexMap& map) {
@@ -197,7 +239,7 @@ Json leaf_to_json(const Leaf& leaf) {
                 {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
   if (std::holds_alternative<LocalNonpersistent>(leaf)) return Json{{"kind", "local"}};
   if (const auto* p = std::get_if<PlainValue>(&leaf)) return Json{{"kind", "plain"}, {"value", plain_to_json(*p)}};
-  if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) return Json{{"kind", "factory"}, {"key", f->key}};
+  if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) return factory_to_json(*f);
   return Json{{"kind", "tensor_value"}};
 }
 
@@ -209,6 +251,7 @@ Result<Leaf> leaf_from_json(const Json& object) {
   if (kind == "object") return object_from_json(object, where);
   if (kind == "local") return Leaf(LocalNonpersistent{});
   if (kind == "plain") return Leaf(PlainValue{object.contains("value") ? dump(object["value"]) : "null"});
+  if (kind == "factory") return factory_from_json(object, where);
   return bad(where, "unknown kind \"" + kind + "\" (expected tensor, object, local or plain)");
 }
 

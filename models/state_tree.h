@@ -21,6 +21,16 @@ struct PlainValue {
   bool operator==(const PlainValue&) const = default;
 };
 
+struct ShardedTensorFactory;
+
+/// How Megatron itself would construct a factory (e.g. apply_swiglu_sharded_factory(original,
+/// sharded_offsets)), so an adapter can build the real one from the same facts.
+struct FactoryRecipe {
+  std::string kind;  // "swiglu"
+  ShardedTensor original;
+  std::vector<AxisOffset> sharded_offsets;
+};
+
 /// The build and merge functions of a ShardedTensorFactory, as a data-free description.
 class FactoryBuilder {
  public:
@@ -32,6 +42,8 @@ class FactoryBuilder {
                                   const ReplicaId& replica_id) const = 0;
   /// merge_fn(loaded sub-tree): the tensor to put back at the factory's position.
   virtual Result<TensorValue> merge(const StateNode& loaded) const = 0;
+  /// The Megatron construction of `factory`, or nullopt when it has no Megatron counterpart.
+  virtual std::optional<FactoryRecipe> recipe(const ShardedTensorFactory& factory) const { return std::nullopt; }
 };
 
 /// The GPT layer axis that retargeting adds to every entry a factory builds (spec 2.5).

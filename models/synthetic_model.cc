@@ -29,6 +29,17 @@ class SwigluBuilder : public FactoryBuilder {
     return StateNode(std::move(pieces));
   }
 
+  std::optional<FactoryRecipe> recipe(const ShardedTensorFactory& factory) const override {
+    if (!factory.data) return std::nullopt;
+    std::vector<AxisOffset> offsets = prefix_;
+    offsets.push_back({static_cast<std::int64_t>(prefix_.size()), tp_rank_, tp_});
+    auto original = ShardedTensor::from_rank_offsets(factory.key, factory.data->shape, offsets, factory.replica_id,
+                                                     static_cast<std::int64_t>(prefix_.size()), std::nullopt,
+                                                     factory.data->dtype);
+    if (!original.ok()) return std::nullopt;
+    return FactoryRecipe{"swiglu", std::move(original).value(), prefix_};
+  }
+
   Result<TensorValue> merge(const StateNode& loaded) const override {
     if (!loaded.is_list() || loaded.list().size() != 2)
       return make_error(ErrorKind::merge_key_mismatch, "swiglu merge expects the two loaded halves [W, V]");
