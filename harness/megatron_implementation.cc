@@ -20,9 +20,11 @@ const char* op_name(Operation op) {
     case Operation::fsdp_retarget: return "fsdp_retarget";
     case Operation::split_chunks: return "split_chunks";
     case Operation::megatron_validation: return "integrity";
-    // The GTP factory ops need the PR's _gtp_split_tensor_factory; the client does not ask them yet.
-    case Operation::gtp_pieces:
+    case Operation::gtp_padding: return "gtp_padding";
+    case Operation::gtp_pieces: return "gtp_split";  // the PR's _gtp_split_tensor_factory
     case Operation::gtp_merge:
+    case Operation::gtp_param_entry:
+    case Operation::load_state:
     case Operation::integrity: return "";
   }
   return "";
@@ -167,6 +169,35 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
     }
   }
   return out;
+}
+
+Result<GtpPadding> MegatronImplementation::gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
+  IH_TRY_ASSIGN(result, call("gtp_padding", {{"rows", rows}, {"gtp_size", gtp_size}, {"pad_for_alignment", pad_alignment}}));
+  GtpPadding out;
+  out.rows = rows, out.gtp_size = gtp_size, out.pad_alignment = pad_alignment;
+  out.align_block = pad_alignment * gtp_size;
+  out.shard_rows = result.value("shard_rows", std::int64_t{-1});
+  out.pad = result.value("pad_length", std::int64_t{-1});
+  out.padded_rows = rows + out.pad;
+  return out;
+}
+
+Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& p) {
+  if (design != GtpSaveDesign::shard_split) return unsupported(name_, "the gather design through the adapter");
+  IH_TRY_ASSIGN(padding, gtp_padding_of(p));
+  IH_TRY_ASSIGN(result, call("gtp_split", {{"key", p.key}, {"shard_rows", padding.shard_rows}, {"cols", p.cols},
+                                           {"tp_rank", p.tp_rank}, {"tp_size", p.tp_size}, {"gtp_rank", p.gtp_rank},
+                                           {"gtp_size", p.gtp_size}, {"sections", p.layout.sections}, {"names", p.layout.names},
+                                           {"dtype", p.dtype}, {"replica_id", json::leaf_to_json(ShardedObject{"", {}, {1}, {0}, p.replica_id})["replica_id"]}}));
+  if (result.value("local", false)) return StateNode(LocalNonpersistent{});
+  StateList pieces;
+  for (json::Json piece : result.value("pieces", json::Json::array())) {
+    piece["kind"] = "tensor";
+    if (p.dtype != "float32") piece["dtype"] = p.dtype;
+    IH_TRY_ASSIGN(leaf, json::leaf_from_json(piece));
+    pieces.push_back(StateNode(std::move(leaf)));
+  }
+  return StateNode(std::move(pieces));
 }
 
 }  // namespace ih

@@ -50,6 +50,8 @@ class MegatronImplementation : public Implementation {
                                   std::string_view prefix) override;
   Result<std::vector<ShardedTensor>> split_chunks(const ShardedTensor& orig, const SplitLayout& layout) override;
   Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override;
+  Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) override;
+  Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

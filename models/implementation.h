@@ -31,6 +31,7 @@ enum class Operation {
   megatron_validation,  // Megatron's own validate_sharding_integrity verdict (spec 3.7)
   gtp_param_entry,      // the GTP parameter's own checkpoint entry (spec 4.4, 4.7 invariant 7)
   load_state,           // a load along one of the orderings of spec 3.8
+  gtp_padding,          // GTP shard rows and padding (spec 4.4)
 };
 
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
@@ -84,6 +85,10 @@ class Implementation {
   /// What Megatron's validate_sharding_integrity concludes on all ranks' metadata (spec 3.7).
   virtual Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) {
     return unsupported(name(), "megatron_validation");
+  }
+  /// GTP padding of `rows` TP-local rows over `gtp_size` ranks with pad_for_alignment (spec 4.4).
+  virtual Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
+    return unsupported(name(), "gtp_padding");
   }
   /// The (t, g) GTP parameter's composite entry, the one the optimizer state is keyed by (spec 4.4).
   virtual Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) {

@@ -27,6 +27,9 @@ class ReferenceImplementation : public Implementation {
   Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override {
     return megatron_validate_sharding(metadata);
   }
+  Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) override {
+    return ih::gtp_padding(rows, gtp_size, pad_alignment);
+  }
   Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override {
     return gtp_composite_tensor(params);
   }
