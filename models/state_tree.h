@@ -83,12 +83,18 @@ using StateList = std::vector<StateNode>;
 struct StateNode {
   std::variant<StateDict, StateList, Leaf> value;
 
-  StateNode() : value(StateDict{}) {}
-  StateNode(StateDict dict) : value(std::move(dict)) {}
-  StateNode(StateList list) : value(std::move(list)) {}
+  // Bodies below DictItem: a vector of an incomplete element may not be built or destroyed yet.
+  StateNode();
+  StateNode(StateDict dict);
+  StateNode(StateList list);
   template <class T>
     requires std::is_constructible_v<Leaf, T>
-  StateNode(T leaf) : value(Leaf(std::move(leaf))) {}
+  StateNode(T leaf);
+  StateNode(const StateNode&);
+  StateNode(StateNode&&) noexcept;
+  StateNode& operator=(const StateNode&);
+  StateNode& operator=(StateNode&&) noexcept;
+  ~StateNode();
 
   bool is_dict() const { return std::holds_alternative<StateDict>(value); }
   bool is_list() const { return std::holds_alternative<StateList>(value); }
@@ -110,7 +116,7 @@ struct StateNode {
   /// The child under `key`, or nullptr.
   StateNode* find(const DictKey& key);
   const StateNode* find(const DictKey& key) const;
-  bool operator==(const StateNode&) const = default;
+  bool operator==(const StateNode& other) const;
 };
 
 struct DictItem {
@@ -118,6 +124,19 @@ struct DictItem {
   StateNode value;
   bool operator==(const DictItem&) const = default;
 };
+
+inline StateNode::StateNode() : value(StateDict{}) {}
+inline StateNode::StateNode(StateDict dict) : value(std::move(dict)) {}
+inline StateNode::StateNode(StateList list) : value(std::move(list)) {}
+template <class T>
+  requires std::is_constructible_v<Leaf, T>
+StateNode::StateNode(T leaf) : value(Leaf(std::move(leaf))) {}
+inline StateNode::StateNode(const StateNode&) = default;
+inline StateNode::StateNode(StateNode&&) noexcept = default;
+inline StateNode& StateNode::operator=(const StateNode&) = default;
+inline StateNode& StateNode::operator=(StateNode&&) noexcept = default;
+inline StateNode::~StateNode() = default;
+inline bool StateNode::operator==(const StateNode& other) const { return value == other.value; }
 
 /// _prepend_gpt_layer_axis (spec 2.5) on one entry: ST gains a leading axis, an SO placeholder
 /// (1,)/(0,) is replaced (else prepended), a factory's build is wrapped. Uneven STs fail (TypeError).
