@@ -12,5 +12,12 @@ int layout_command(const std::vector<std::string>& args);
 int gate_command(const std::vector<std::string>& args);
 int repro_command(const std::vector<std::string>& args);
 int mutants_command(const std::vector<std::string>& args);
+/// `properties`: the property suite against the reference or a planted mutant (properties_command.cc).
+int properties_command(const std::vector<std::string>& args);
+/// `pin TOKEN --reason R` writes corpus/regressions/<name>.pin; `pin --replay FILE` replays one.
+int pin_command(const std::vector<std::string>& args);
+/// Replays one property token (`prop:...`), printing the case and the verdict.
+int property_repro_command(const std::string& token);
+int roundtrip_command(const std::vector<std::string>& args);
 
 }  // namespace ih::cli

@@ -85,6 +85,7 @@ int gate_command(const std::vector<std::string>& argv) {
 }
 
 int repro_command(const std::vector<std::string>& argv) {
+  if (argv.size() == 1 && argv[0].rfind("prop:", 0) == 0) return property_repro_command(argv[0]);  // property tokens
   auto args = parse_args(argv, kTargetFlags);
   if (!args.ok() || args->has("help") || args->positionals.size() != 1) {
     std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")

@@ -16,11 +16,16 @@ constexpr const char* kHelp =
     "  gate [--target reference|megatron] [--megatron-path DIR] [--mutant M]\n"
     "                                       pinned cases, built-in scenarios, differential checks\n"
     "  mutants --target megatron [--json]   run the gate against every adapter-side Megatron mutant\n"
-    "  repro TOKEN                          replay one failing check (token printed on failure)\n"
+    "  repro TOKEN                          replay one failing check or property case (token printed on failure)\n"
+    "  properties [--list] [--seed S] [--cases N] [--json] [--mutant NAME]\n"
+    "                                       the property suite (RapidCheck) against the reference or a mutant\n"
+    "  pin TOKEN --reason R                 pin a property case under corpus/regressions/\n"
     "  pattern maps [--json] PATTERN...     GPT layer maps of hybrid patterns ('-' reads stdin)\n"
     "  pattern make --gpt-layers N --block B [--segments S]\n"
     "  pattern check PATTERN [--gpt-layers N] [--pp P]\n"
     "  retarget --pattern P                 retarget a sharded state dict (JSON on stdin)\n"
+    "  roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] [--gated]\n"
+    "                                       save GPT, load hybrid through real dist_checkpointing (CPU, gloo)\n"
     "  layout gdp|mamba --d-inner-local D ... --tp T --gtp G --pad-align P --cols C [--json] [--svg F]\n"
     "                                       which rank saves which in_proj rows (GTP shard split)\n"
     "\n"
@@ -40,6 +45,9 @@ int main(int argc, char** argv) {
     if (command == "gate") return gate_command(rest);
     if (command == "repro") return repro_command(rest);
     if (command == "mutants") return mutants_command(rest);
+    if (command == "properties") return properties_command(rest);
+    if (command == "pin") return pin_command(rest);
+    if (command == "roundtrip") return roundtrip_command(rest);
     if (command == "help" || command == "--help" || command == "-h") {
       std::cout << kHelp;
       return kExitOk;

@@ -1,0 +1,196 @@
+#include "harness/roundtrip_plan.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "harness/json_codec.h"
+#include "models/flat_state.h"
+#include "models/gpt_layer_maps.h"
+
+namespace ih {
+namespace {
+
+Status write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text << "\n";
+  out.close();
+  if (!out) return make_error(ErrorKind::harness_error, "cannot write " + path.string());
+  return Ok{};
+}
+
+std::string rank_file(const char* side, std::int64_t rank) {
+  return std::string(side) + "_rank_" + std::to_string(rank) + ".json";
+}
+
+std::string read_tail(const std::string& path, std::size_t max_bytes) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  return all.size() > max_bytes ? all.substr(all.size() - max_bytes) : all;
+}
+
+}  // namespace
+
+ModelConfig RoundtripScenario::small_config() {
+  ModelConfig c;
+  c.hidden = 64;
+  c.num_attention_heads = 8;
+  c.num_query_groups = 8;
+  c.kv_channels = 8;
+  c.ffn_hidden = 128;
+  c.add_bias = true;
+  c.vocab = 256;
+  c.mamba_heads = 8;
+  c.mamba_head_dim = 8;
+  c.mamba_groups = 8;
+  c.mamba_state = 8;
+  return c;
+}
+
+Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& s, const std::filesystem::path& dir) {
+  auto maps = gpt_compatible_layer_maps(s.pattern);
+  if (!maps.ok()) return maps.error().with_context("pattern '" + s.pattern + "'");
+  const std::int64_t layers = maps->num_gpt_layers;
+  if (s.save_tp < 1 || s.save_pp < 1 || s.load_tp < 1 || s.load_pp < 1)
+    return make_error(ErrorKind::invalid_argument, "TP and PP sizes must be at least 1");
+  if (layers % s.save_pp != 0)
+    return make_error(ErrorKind::invalid_argument, "the GPT model has " + std::to_string(layers) +
+                                                       " layers, not divisible by --save-pp " + std::to_string(s.save_pp));
+  ModelConfig config = s.config;
+  config.gated_mlp = s.gated;
+  const OptimizerStates optimizer = s.optimizer ? OptimizerStates::adam() : OptimizerStates{};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+
+  json::Json save_files = json::Json::array(), load_files = json::Json::array();
+  for (std::int64_t r = 0; r < s.save_ranks(); ++r) {
+    RankLayout l;
+    l.tp = s.save_tp, l.tp_rank = r % s.save_tp, l.pp = s.save_pp, l.pp_rank = r / s.save_tp;
+    auto tree = gpt_sharded_state_dict(config, layers, l, optimizer);
+    if (!tree.ok()) return tree.error().with_context("GPT state dict, save rank " + std::to_string(r));
+    IH_TRY_STATUS(write_text(dir / rank_file("save", r), json::dump(json::entries_to_json(flatten(*tree)))));
+    save_files.push_back(rank_file("save", r));
+  }
+  for (std::int64_t r = 0; r < s.load_ranks(); ++r) {
+    RankLayout l;
+    l.tp = s.load_tp, l.tp_rank = r % s.load_tp, l.pp = s.load_pp, l.pp_rank = r / s.load_tp;
+    auto tree = hybrid_sharded_state_dict(config, s.pattern, l, optimizer);
+    if (!tree.ok()) return tree.error().with_context("hybrid state dict, load rank " + std::to_string(r));
+    IH_TRY_STATUS(write_text(dir / rank_file("load", r), json::dump(json::entries_to_json(flatten(*tree)))));
+    load_files.push_back(rank_file("load", r));
+  }
+  const json::Json plan{{"pattern", s.pattern},
+                        {"num_gpt_layers", layers},
+                        {"save", {{"tp", s.save_tp}, {"pp", s.save_pp}, {"files", save_files}}},
+                        {"load", {{"tp", s.load_tp}, {"pp", s.load_pp}, {"files", load_files}}},
+                        {"gated", s.gated},
+                        {"optimizer", s.optimizer}};
+  IH_TRY_STATUS(write_text(dir / "plan.json", plan.dump(2)));
+  return layers;
+}
+
+Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                               const std::function<void(const std::string&)>& on_line) {
+  if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
+  char stderr_template[] = "/tmp/interop-harness-roundtrip-stderr-XXXXXX";
+  const int stderr_fd = mkstemp(stderr_template);
+  int from_child[2];
+  if (stderr_fd < 0 || pipe2(from_child, O_CLOEXEC) != 0)
+    return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) return make_error(ErrorKind::harness_error, std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group: a timeout kills the rank workers too
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(from_child[1], 1);
+    dup2(stderr_fd, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    dprintf(2, "cannot start %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from here, so the group exists before any kill
+  close(from_child[1]);
+  close(stderr_fd);
+  const std::string stderr_path = stderr_template;
+  const auto deadline = started + timeout;
+  ChildOutcome out;
+  std::string buffer;
+  bool eof = false;
+  const auto flush_lines = [&](bool all) {
+    for (std::size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
+      on_line(buffer.substr(0, nl));
+      buffer.erase(0, nl + 1);
+    }
+    if (all && !buffer.empty()) on_line(buffer), buffer.clear();
+  };
+  int status = 0;
+  bool reaped = false;
+  while (!reaped) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      out.timed_out = true;
+      reaped = true;
+      break;
+    }
+    if (!eof) {
+      pollfd fd{from_child[0], POLLIN, 0};
+      const int ready = poll(&fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 200)));
+      if (ready > 0) {
+        char chunk[65536];
+        const ssize_t n = read(from_child[0], chunk, sizeof chunk);
+        if (n > 0) {
+          buffer.append(chunk, static_cast<std::size_t>(n));
+          flush_lines(false);
+        } else if (n == 0 || errno != EINTR) {
+          eof = true;
+        }
+      }
+    } else {
+      usleep(20000);
+    }
+    // Exited? Look without reaping, so the group id stays ours while stray workers are killed.
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
+      kill(-pid, SIGKILL);  // rank workers a crashed parent left behind, if any
+      waitpid(pid, &status, 0);
+      reaped = true;
+    }
+  }
+  // Drain what the child wrote before it exited.
+  for (char chunk[65536];;) {
+    pollfd fd{from_child[0], POLLIN, 0};
+    if (out.timed_out || poll(&fd, 1, 0) <= 0) break;
+    const ssize_t n = read(from_child[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+  flush_lines(true);
+  close(from_child[0]);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!out.timed_out) {
+    if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) out.signaled = true, out.signal = WTERMSIG(status);
+  }
+  out.stderr_tail = read_tail(stderr_path, 6000);
+  unlink(stderr_path.c_str());
+  return out;
+}
+
+}  // namespace ih

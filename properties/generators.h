@@ -1,0 +1,52 @@
+// RapidCheck generators of patterns, layouts and scenarios. All are built by construction (map,
+// mapcat, build): divisibility and padding hold because the values are derived, never filtered,
+// so shrinking moves toward fewer layers, fewer ranks and smaller dimensions.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include "properties/cases.h"
+
+namespace ih::props {
+
+/// One of `values`, shrinking toward the first (rc::gen::element does not shrink at all).
+template <class T>
+rc::Gen<T> genElement(std::vector<T> values) {
+  return rc::gen::map(rc::gen::inRange<std::size_t>(0, values.size()), [values](std::size_t i) { return values[i]; });
+}
+
+/// TP sizes that divide the synthetic model's dimensions: 1, 2, 4 (shrinks toward 1).
+rc::Gen<std::int64_t> genTpSize();
+/// GTP sizes 1-64, powers of two favoured (shrinks toward 1).
+rc::Gen<std::int64_t> genGtpSize();
+/// pad_for_alignment in {0, 16, 32}.
+rc::Gen<std::int64_t> genPadAlignment();
+
+/// A valid GPT-pairable hybrid pattern of at most `max_blocks` blocks ('*', `mlp`, 'M' anywhere)
+/// with pipes splitting it into pp * vpp segments (empty segments allowed).
+rc::Gen<PatternCase> genHybridPattern(int max_blocks, char mlp);
+/// A valid pattern with dense or MoE MLPs.
+rc::Gen<PatternCase> genAnyHybridPattern(int max_blocks);
+/// One mutation of a valid pattern aimed at one error kind of spec 1.3 / 2.2.
+rc::Gen<NearValidCase> genNearValidPattern();
+
+/// GDP or Mamba in_proj dimensions from tiny (D < p*G) to production (D = 61,760).
+rc::Gen<GdpDims> genMixerDims();
+/// A GTP layout: mixer dims, T, G, p (with p = 0, G divides D), C, dtype; `design` fixed.
+rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design);
+/// A GTP save (either design) and a load at another G and p for the same in_proj.
+rc::Gen<GtpCrossCase> genGtpCross();
+
+/// A synthetic model (dense/gated/MoE) and a layout whose sizes divide it.
+rc::Gen<ModelCase> genModelCase();
+/// GPT saved at one layout, the hybrid model loading it at another (TP, PP, EP, ETP may change).
+rc::Gen<LoadCase> genLoadCase();
+
+/// Pipe-delimited segments over pp ranks and up to 3 virtual stages.
+rc::Gen<SegmentCase> genSegmentCase();
+/// An FSDP key with 0, 1 or 2 distinct module.-prefixed captures among the checkpoint keys.
+rc::Gen<FsdpCase> genFsdpCase();
+/// Keys of every retarget rule (layer, fresh, prefixed, final norm, omitted, unknown) for a pattern.
+rc::Gen<KeyRulesCase> genKeyRulesCase();
+
+}  // namespace ih::props

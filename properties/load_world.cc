@@ -1,0 +1,34 @@
+#include "properties/load_world.h"
+
+namespace ih::props {
+
+StateNode gtp_rank_tree(const ShardedTensorFactory& in_proj, std::int64_t rank, bool with_neighbours) {
+  StateDict mixer{{std::string("in_proj.weight"), StateNode(in_proj)}};
+  if (with_neighbours) {
+    const ReplicaId replica = ReplicaId::tuple({0, rank, 0});  // replicated: only rank 0 is the main replica
+    ShardedTensor a_log = ShardedTensor::from_rank_offsets("decoder.layers.0.mixer.A_log", {4}, {}, replica, 0,
+                                                           TensorValue::of_storage(77'000 + rank, {4})).value();
+    mixer.push_back({std::string("A_log"), StateNode(std::move(a_log))});
+  }
+  StateDict root{{std::string("mixer"), StateNode(std::move(mixer))}};
+  if (with_neighbours) {
+    root.push_back({std::string("local"), StateNode(LocalNonpersistent{Payload(ObjectRef{500 + static_cast<std::uint64_t>(rank)})})});
+    root.push_back({std::string("iteration"), StateNode(PlainValue{"7"})});
+  }
+  return StateNode(std::move(root));
+}
+
+std::vector<RankLayout> all_ranks(const RankLayout& sizes) {
+  std::vector<RankLayout> out;
+  for (std::int64_t pp = 0; pp < sizes.pp; ++pp)
+    for (std::int64_t tp = 0; tp < sizes.tp; ++tp)
+      for (std::int64_t ep = 0; ep < sizes.ep; ++ep)
+        for (std::int64_t etp = 0; etp < sizes.etp; ++etp) {
+          RankLayout rank = sizes;
+          rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp;
+          out.push_back(rank);
+        }
+  return out;
+}
+
+}  // namespace ih::props

@@ -1,0 +1,42 @@
+// Every MutantImplementation must be killed by at least one property (spec section 6): a property
+// that no planted bug can fail proves nothing, and a mutant no property kills is a blind spot.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "models/mutant_implementation.h"
+#include "properties/suite.h"
+
+namespace ih::props {
+namespace {
+
+class MutantKilled : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MutantKilled, BySomeProperty) {
+  auto mutant = MutantImplementation::create(GetParam());
+  ASSERT_TRUE(mutant.ok());
+  std::vector<std::string> killers;
+  for (const Property& p : all_properties()) {
+    bool killed = false;
+    for (const auto& [name, fixture] : p.fixtures) killed = killed || !fixture(**mutant).second.empty();
+    RunParams params;
+    params.cases = 40;
+    if (!killed) killed = !p.run(**mutant, params).ok;
+    if (killed) killers.push_back(p.name);
+  }
+  std::cout << "mutant " << GetParam() << " killed by:";
+  for (const std::string& k : killers) std::cout << " " << k;
+  std::cout << (killers.empty() ? " NOTHING" : "") << "\n";
+  EXPECT_FALSE(killers.empty()) << "mutant " << GetParam() << " survives every property";
+}
+
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const MutantInfo& m : mutant_catalogue()) out.push_back(m.name);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MutantKilled, ::testing::ValuesIn(names()), [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ih::props

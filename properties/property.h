@@ -1,0 +1,98 @@
+// A property: a plain function of (Implementation&, case) with a generator for its cases, run
+// three ways: by RapidCheck (gtest and `interop-harness properties`), and as a replay of a token.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "models/implementation.h"
+
+namespace ih::props {
+
+/// A property's verdict on one case: empty when it holds, else what broke (readable).
+using Verdict = std::string;
+
+/// Budget and replay input of one run.
+struct RunParams {
+  std::uint64_t seed = 0;
+  int cases = 100;
+  int max_size = 100;
+  std::optional<std::string> reproduce;  // RapidCheck's reproduce string (from a token)
+};
+
+/// What one run of one property found.
+struct Outcome {
+  std::string name;
+  int cases = 0;
+  bool ok = true;
+  bool error = false;         // RapidCheck could not run or replay (not a property failure)
+  double seconds = 0;
+  std::string description;    // the failure message, or the error
+  std::string counterexample; // the minimal case, printed
+  std::string reproduce;      // RapidCheck's reproduce string for the failure
+  int shrink_steps = 0;       // length of the shrink path
+  std::string last_case;      // the last case run, printed (on a replay: the regenerated case)
+};
+
+/// A registered property: name, group, one-line description, a runner and named spec cases.
+struct Property {
+  std::string name;
+  std::string group;
+  std::string description;
+  std::function<Outcome(Implementation&, const RunParams&)> run;
+  /// Built-in cases by name (spec worked examples), each returning (printed case, verdict).
+  std::map<std::string, std::function<std::pair<std::string, Verdict>(Implementation&)>> fixtures;
+};
+
+/// Reads RC_PARAMS now (RapidCheck prints its "Using configuration" line on first use).
+void load_configuration();
+
+namespace detail {
+/// The last case a property body generated, printed (read by run_rapidcheck after a run).
+std::string& last_case();
+/// Runs a RapidCheck property body with `params`, collecting the result into an Outcome.
+Outcome run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params);
+/// Prints a case with operator<<.
+template <class Case>
+std::string show(const Case& c) {
+  std::ostringstream out;
+  out << c;
+  return out.str();
+}
+}  // namespace detail
+
+/// Wraps `check` and `gen` into a Property. A case whose verdict is non-empty fails with it.
+template <class Case>
+Property make_property(std::string name, std::string group, std::string description, rc::Gen<Case> gen,
+                       Verdict (*check)(Implementation&, const Case&),
+                       std::map<std::string, Case> fixtures = {}) {
+  Property p{name, std::move(group), std::move(description), {}, {}};
+  p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
+    return detail::run_rapidcheck(name, [&] {
+      const Case c = *gen;
+      detail::last_case() = detail::show(c);
+      const Verdict v = check(impl, c);
+      if (!v.empty()) RC_FAIL(v);
+    }, params);
+  };
+  for (auto& [fixture, c] : fixtures)
+    p.fixtures[fixture] = [c, check](Implementation& impl) { return std::make_pair(detail::show(c), check(impl, c)); };
+  return p;
+}
+
+}  // namespace ih::props
+
+/// In a Verdict-returning function: binds `var` to the value of a Result, or returns the error as
+/// the verdict (an implementation error where success was expected is a failure).
+#define IH_VERDICT_ASSIGN(var, expr)                                                                   \
+  auto var##_verdict_ = (expr);                                                                         \
+  if (!var##_verdict_.ok())                                                                             \
+    return std::string(::ih::to_string(var##_verdict_.error().kind)) + ": " + var##_verdict_.error().message; \
+  auto var = std::move(var##_verdict_).value()
