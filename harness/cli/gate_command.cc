@@ -11,6 +11,7 @@
 #include "harness/megatron_implementation.h"
 #include "models/reference_implementation.h"
 #include "models/text.h"
+#include "properties/suite.h"
 
 #ifndef IH_DEFAULT_CORPUS_DIR
 #define IH_DEFAULT_CORPUS_DIR "corpus"
@@ -20,6 +21,7 @@ namespace ih::cli {
 namespace {
 
 const std::vector<FlagSpec> kTargetFlags = {
+    {"property-cases", true, "generated cases per property in the gate (default 25; 5 against megatron)"},
     {"target", true, "reference (default) or megatron"},
     {"megatron-path", true, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
     {"mutant", true, "apply an adapter-side mutant to Megatron (see `mutants`)"},
@@ -38,10 +40,28 @@ Result<std::unique_ptr<Implementation>> make_target(const std::string& name, con
   return std::unique_ptr<Implementation>(std::move(megatron));
 }
 
+/// Every property of the suite as a gate check with a fixed seed; a failure's detail carries the
+/// minimal case and RapidCheck's reproduce string. Operations the target lacks count as not run.
+std::vector<gate::Check> property_checks(int cases) {
+  std::vector<gate::Check> out;
+  for (const props::Property& property : props::all_properties())
+    out.push_back({"properties", property.name, [&property, cases](Implementation& target) -> Result<std::string> {
+                     const props::Outcome outcome = property.run(target, {.seed = 1, .cases = cases});
+                     if (outcome.ok) return std::string();
+                     if (outcome.description.find("unsupported") != std::string::npos)
+                       return make_error(ErrorKind::unsupported, outcome.description);
+                     return outcome.description + "\n      minimal case: " + outcome.counterexample +
+                            "\n      RapidCheck reproduce: " + outcome.reproduce;
+                   }});
+  return out;
+}
+
 /// The gate's checks in a fixed order, so a check's index is a stable part of a repro token.
 Result<std::vector<gate::Check>> all_checks(const ParsedArgs& args, bool differential) {
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(args.value("corpus").value_or(IH_DEFAULT_CORPUS_DIR)));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
+  IH_TRY_ASSIGN(cases, args.int_value("property-cases", differential ? 5 : 25));
+  for (gate::Check& check : property_checks(static_cast<int>(cases))) checks.push_back(std::move(check));
   if (differential)
     for (auto group : {gate::differential_checks(), gate::layout_differential_checks()})
       for (gate::Check& check : group) checks.push_back(std::move(check));

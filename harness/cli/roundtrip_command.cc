@@ -50,7 +50,7 @@ void print_summary(const json::Json& s, std::ostream& out) {
   if (s.contains("fresh_checked")) out << ", " << s.value("fresh_checked", 0) << " fresh entries untouched";
   if (s.value("optimizer_mirrors_checked", 0) > 0)
     out << ", " << s.value("optimizer_mirrors_checked", 0) << " optimizer states mirror their parameters";
-  if (s.contains("gpt_keys_loaded")) out << ", " << s.value("gpt_keys_loaded", 0) << " GPT keys all read";
+  if (s.contains("gpt_keys_loaded")) out << ", " << s.value("gpt_keys_loaded", 0) << " GPT keys read";
   out << "; saved on " << s.value("ranks_save", 0) << ", loaded on " << s.value("ranks_load", 0) << " ranks in "
       << std::fixed << std::setprecision(1) << s.value("seconds", 0.0) << " s\n";
   if (s.value("mismatch_count", 0) > 0) out << "  " << s.value("mismatch_count", 0) << " mismatches\n";

@@ -679,10 +679,10 @@ def check(entries, loaded, pre, plan, oracle, gpt_objects, result):
         if param_path is None:
             miss(f"{item['path']}: optimizer entry without a parameter {m.group(2)}")
             continue
-        result["optimizer_mirrors_checked"] += 1
         opt, par = loaded.get(item["path"]), loaded.get(param_path)
         if item["path"] not in expected_of or param_path not in expected_of:
             continue  # fresh (checked untouched above) or already reported
+        result["optimizer_mirrors_checked"] += 1
         (ok_key, _), (pk_key, _) = expected_of[item["path"]], expected_of[param_path]
         if ok_key != "optimizer.state." + m.group(1) + "." + pk_key:
             miss(f"{item['path']}: optimizer state maps to {ok_key}, its parameter to {pk_key}")
