@@ -7,6 +7,8 @@ namespace {
 
 Json plain_to_json(const PlainValue& plain);
 Json factory_to_json(const ShardedTensorFactory& factory);
+Result<TensorValue> tensor_value_from_json(const Json& object, const std::string& where);
+Json tensor_value_to_json(const TensorValue& value);
 
 Error bad(const std::string& where, const std::string& what) { return make_error(ErrorKind::bad_json, where + ": " + what); }
 
@@ -90,6 +92,10 @@ Result<Leaf> tensor_from_json(const Json& object, const std::string& where) {
   t.prepend_axis_num = prepend;
   t.replica_id = std::move(replica);
   t.allow_shape_mismatch = allow_mismatch;
+  if (object.contains("data") && !object.at("data").is_null()) {
+    IH_TRY_ASSIGN(data, tensor_value_from_json(object.at("data"), where + " data"));
+    t.data = std::move(data);
+  }
   if (auto status = t.validate_metadata_integrity(); !status.ok()) return status.error().with_context(where);
   return Leaf(std::move(t));
 }
@@ -100,8 +106,54 @@ Result<Leaf> object_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(global_offset, shape_field(object, "global_offset", where));
   IH_TRY_ASSIGN(replica, replica_field(object, where));
   ShardedObject out{std::move(key), std::nullopt, std::move(global_shape), std::move(global_offset), std::move(replica)};
+  if (object.contains("data") && !object.at("data").is_null()) {
+    IH_TRY_ASSIGN(id, int_field(object.at("data"), "object", where + " data"));
+    out.data = ObjectRef{static_cast<std::uint64_t>(id)};
+  }
   if (auto status = out.validate_metadata_integrity(); !status.ok()) return status.error().with_context(where);
   return Leaf(std::move(out));
+}
+
+/// A tensor's data identity: {"shape", "dtype", "blocks": [[storage, first_row, rows], ...]}.
+Json tensor_value_to_json(const TensorValue& value) {
+  Json blocks = Json::array();
+  for (const RowBlock& b : value.blocks) blocks.push_back({b.storage, b.first_row, b.rows});
+  return Json{{"shape", value.shape}, {"dtype", value.dtype}, {"blocks", blocks}};
+}
+
+Result<TensorValue> tensor_value_from_json(const Json& object, const std::string& where) {
+  TensorValue out;
+  IH_TRY_ASSIGN(shape, shape_field(object, "shape", where));
+  IH_TRY_ASSIGN(dtype, string_field(object, "dtype", where));
+  if (!object.contains("blocks") || !object.at("blocks").is_array()) return bad(where, "data needs \"blocks\"");
+  for (const Json& block : object.at("blocks")) {
+    IH_TRY_ASSIGN(numbers, shape_value(block, where, "blocks"));
+    if (numbers.size() != 3 || numbers[0] < 0) return bad(where, "a data block is [storage, first_row, rows]");
+    out.blocks.push_back({static_cast<std::uint64_t>(numbers[0]), numbers[1], numbers[2]});
+  }
+  out.shape = std::move(shape);
+  out.dtype = std::move(dtype);
+  return out;
+}
+
+/// What an LNP wraps: tensor data, an object reference, or nothing; anything else is reported.
+Json payload_to_json(const Payload& payload) {
+  if (const auto* t = std::get_if<TensorValue>(&payload)) return tensor_value_to_json(*t);
+  if (const auto* o = std::get_if<ObjectRef>(&payload)) return Json{{"object", o->id}};
+  return nullptr;
+}
+
+Result<Payload> payload_from_json(const Json& value, const std::string& where) {
+  if (value.is_null()) return Payload();
+  if (value.is_object() && value.contains("blocks")) {
+    IH_TRY_ASSIGN(tensor, tensor_value_from_json(value, where));
+    return Payload(std::move(tensor));
+  }
+  if (value.is_object() && value.contains("object")) {
+    IH_TRY_ASSIGN(id, int_field(value, "object", where));
+    return Payload(ObjectRef{static_cast<std::uint64_t>(id)});
+  }
+  return bad(where, "a local value must be null, tensor data or {\"object\": id}, got " + dump(value));
 }
 
 /// A plain value's repr is JSON text when it came from JSON; anything else travels as a string.
@@ -138,7 +190,13 @@ Json factory_to_json(const ShardedTensorFactory& factory) {
     out["sharded_offsets"] = offsets;
   }
   auto built = factory.build();
-  out["built"] = built.ok() ? entries_to_json(flatten(*built)) : Json{{"error", error_to_json(built.error())}};
+  if (!built.ok()) {
+    out["built"] = Json{{"error", error_to_json(built.error())}};
+    return out;
+  }
+  out["built"] = entries_to_json(flatten(*built));
+  // Built pieces are new tensors on the Megatron side (torch.chunk), so their data identity cannot cross.
+  for (Json& item : out["built"]) item["entry"].erase("data");
   return out;
 }
 
@@ -232,12 +290,20 @@ Json leaf_to_json(const Leaf& leaf) {
              {"replica_id", replica_to_json(t->replica_id)}, {"prepend_axis_num", t->prepend_axis_num}};
     if (t->dtype != "float32") out["dtype"] = t->dtype;
     if (t->allow_shape_mismatch) out["allow_shape_mismatch"] = true;
+    if (t->data) out["data"] = tensor_value_to_json(*t->data);
     return out;
   }
-  if (const auto* o = std::get_if<ShardedObject>(&leaf))
-    return Json{{"kind", "object"}, {"key", o->key}, {"global_shape", o->global_shape},
-                {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
-  if (std::holds_alternative<LocalNonpersistent>(leaf)) return Json{{"kind", "local"}};
+  if (const auto* o = std::get_if<ShardedObject>(&leaf)) {
+    Json out{{"kind", "object"}, {"key", o->key}, {"global_shape", o->global_shape},
+             {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
+    if (o->data) out["data"] = Json{{"object", o->data->id}};
+    return out;
+  }
+  if (const auto* local = std::get_if<LocalNonpersistent>(&leaf)) {
+    Json out{{"kind", "local"}};
+    if (!std::holds_alternative<std::monostate>(local->payload)) out["value"] = payload_to_json(local->payload);
+    return out;
+  }
   if (const auto* p = std::get_if<PlainValue>(&leaf)) return Json{{"kind", "plain"}, {"value", plain_to_json(*p)}};
   if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) return factory_to_json(*f);
   return Json{{"kind", "tensor_value"}};
@@ -249,7 +315,10 @@ Result<Leaf> leaf_from_json(const Json& object) {
   IH_TRY_ASSIGN(kind, string_field(object, "kind", where));
   if (kind == "tensor") return tensor_from_json(object, where);
   if (kind == "object") return object_from_json(object, where);
-  if (kind == "local") return Leaf(LocalNonpersistent{});
+  if (kind == "local") {
+    IH_TRY_ASSIGN(payload, payload_from_json(object.value("value", Json()), where + " value"));
+    return Leaf(LocalNonpersistent{std::move(payload)});
+  }
   if (kind == "plain") return Leaf(PlainValue{object.contains("value") ? dump(object["value"]) : "null"});
   if (kind == "factory") return factory_from_json(object, where);
   return bad(where, "unknown kind \"" + kind + "\" (expected tensor, object, local or plain)");

@@ -84,7 +84,10 @@ Result<json::Json> MegatronImplementation::call(const std::string& op, json::Jso
   if (!reply.is_object() || !reply.contains("ok")) return protocol_error("no \"ok\"", reply);
   if (!reply["ok"].get<bool>()) {
     Error error = json::error_from_json(reply.value("error", json::Json::object()));
-    if (reply.value("unsupported", false)) error.kind = ErrorKind::unsupported;
+    if (reply.value("unsupported", false)) {
+      error.kind = ErrorKind::unsupported;
+      error.message = "unsupported: " + error.message;  // survives into property verdict texts
+    }
     return error;
   }
   if (!reply.contains("result")) return protocol_error("no \"result\"", reply);

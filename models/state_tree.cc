@@ -38,8 +38,12 @@ ShardedTensorFactory ShardedTensorFactory::without_data() const {
 }
 
 bool ShardedTensorFactory::operator==(const ShardedTensorFactory& other) const {
-  return key == other.key && data == other.data && replica_id == other.replica_id && builder == other.builder &&
-         build_wrappers == other.build_wrappers;
+  if (key != other.key || data != other.data || replica_id != other.replica_id || build_wrappers != other.build_wrappers)
+    return false;
+  if (builder == other.builder) return true;
+  // Different builder objects (e.g. one decoded from an adapter's reply) are equal when they build the same.
+  const auto mine = build(), theirs = other.build();
+  return mine.ok() && theirs.ok() && *mine == *theirs;
 }
 
 Status prepend_gpt_layer_axis(Leaf& entry, const LayerAxisPrepend& axis) {

@@ -48,7 +48,7 @@ std::vector<gate::Check> property_checks(int cases) {
     out.push_back({"properties", property.name, [&property, cases](Implementation& target) -> Result<std::string> {
                      const props::Outcome outcome = property.run(target, {.seed = 1, .cases = cases});
                      if (outcome.ok) return std::string();
-                     if (outcome.description.find("unsupported") != std::string::npos)
+                     if (outcome.description.find("unsupported: ") != std::string::npos)
                        return make_error(ErrorKind::unsupported, outcome.description);
                      return outcome.description + "\n      minimal case: " + outcome.counterexample +
                             "\n      RapidCheck reproduce: " + outcome.reproduce;

@@ -66,8 +66,11 @@ class Codec:
         dtype = self.dtype(e.get("dtype", "float32"), where)
         allow = boolean(e, "allow_shape_mismatch", False, where)
         data = None
-        if with_meta_data:
+        if with_meta_data or "data" in e:
             data = meta_tensor(self.M.torch, lshape, dtype, where)
+            # The harness's identity of this data travels on the tensor, so LNP(entry.data) can
+            # be reported back as exactly the data Megatron wrapped.
+            data._ih_data = e.get("data")
         return self._construct(
             self.M.ShardedTensor, where, key, data, dtype, lshape, gshape, goff, frag,
             replica, prepend, allow_shape_mismatch=allow)
@@ -93,7 +96,11 @@ class Codec:
         raise BadRequest(f"{where}: unknown entry kind {kind!r} (tensor, object, local, plain, factory)")
 
     def factory(self, e, where):
-        """A real Megatron factory over a meta tensor: "split" (ssm/utils.py) or "swiglu"."""
+        """A real Megatron factory over a meta tensor: "split" (ssm/utils.py) or "swiglu"; or, for an
+        entry carrying only "built" (a factory the harness got back earlier), a ShardedTensorFactory
+        whose build returns those entries, so retargeting it again exercises Megatron's own code."""
+        if "factory" not in e and "built" in e:
+            return self.prebuilt_factory(e, where)
         which = string(e, "factory", where)
         orig = self.tensor(field(e, "tensor", where), where + ".tensor", with_meta_data=True)
         if which == "split":
@@ -109,6 +116,22 @@ class Codec:
             return self.M.swiglu_factory(orig, offsets)
         raise BadRequest(f"{where}: unknown factory {which!r} (split, swiglu)")
 
+    def prebuilt_factory(self, e, where):
+        key = string(e, "key", where)
+        built = field(e, "built", where)
+        if not isinstance(built, list):
+            raise BadRequest(f"{where}: built must be a list of {{\"path\", \"entry\"}}")
+        leaves = [self.leaf(field(item, "entry", f"{where}.built[{i}]"), f"{where}.built[{i}]")
+                  for i, item in enumerate(built)]
+
+        def build_fn(key_, data, replica_id, flattened_range=None):
+            return list(leaves)
+
+        def merge_fn(loaded):
+            raise RuntimeError("a prebuilt factory has no merge")
+
+        return self.M.ShardedTensorFactory(key, None, build_fn, merge_fn, 0)
+
     def leaf_json(self, x):
         M = self.M
         if isinstance(x, M.ShardedTensor):
@@ -120,12 +143,19 @@ class Codec:
                 out["dtype"] = self.dtype_name(x.dtype)
             if x.allow_shape_mismatch:
                 out["allow_shape_mismatch"] = True
+            if x.data is not None and getattr(x.data, "_ih_data", None) is not None:
+                out["data"] = x.data._ih_data
             return out
         if isinstance(x, M.ShardedObject):
-            return {"kind": "object", "key": x.key, "global_shape": list(x.global_shape),
-                    "global_offset": list(x.global_offset), "replica_id": self.replica_json(x.replica_id)}
+            out = {"kind": "object", "key": x.key, "global_shape": list(x.global_shape),
+                   "global_offset": list(x.global_offset), "replica_id": self.replica_json(x.replica_id)}
+            if x.data is not None:
+                out["data"] = _jsonable(x.data)
+            return out
         if isinstance(x, M.LocalNonpersistentObject):
-            return {"kind": "local"}
+            obj = x.unwrap()
+            value = getattr(obj, "_ih_data", None) if isinstance(obj, M.torch.Tensor) else _jsonable(obj)
+            return {"kind": "local"} if value is None else {"kind": "local", "value": value}
         if isinstance(x, M.ShardedTensorFactory):
             built = x.build()
             return {"kind": "factory", "key": x.key, "built": self.encode(built, "nested")}
