@@ -19,8 +19,10 @@ for target in "${targets[@]}"; do
   mkdir -p "$work" "$findings"
   cp -n corpus/${target}_fuzzer/* "$work"/ 2>/dev/null || true
   max_len=$(sed -n 's/^max_len *= *//p' fuzz/${target}_fuzzer.options)
+  dict=()
+  [ -s fuzz/${target}_fuzzer.dict ] && dict=(-dict=fuzz/${target}_fuzzer.dict)
   echo "INFO: fuzzing ${target} for ${seconds}s"
-  if ! build-fuzz/bin/${target}_fuzzer "$work" -dict=fuzz/${target}_fuzzer.dict -max_len="$max_len" \
+  if ! build-fuzz/bin/${target}_fuzzer "$work" ${dict[@]+"${dict[@]}"} -max_len="$max_len" \
        -max_total_time="$seconds" -artifact_prefix="$findings/" -print_final_stats=1 2>&1 | tail -n 12; then
     echo "ERROR: ${target}: a finding was saved under $findings/"; status=1
   fi
