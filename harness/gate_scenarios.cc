@@ -49,20 +49,6 @@ std::vector<Scenario> scenarios() {
   };
 }
 
-/// Every rank position of a layout (tp x pp x ep x etp).
-std::vector<RankLayout> all_ranks(const RankLayout& sizes) {
-  std::vector<RankLayout> out;
-  for (std::int64_t pp = 0; pp < sizes.pp; ++pp)
-    for (std::int64_t tp = 0; tp < sizes.tp; ++tp)
-      for (std::int64_t ep = 0; ep < sizes.ep; ++ep)
-        for (std::int64_t etp = 0; etp < sizes.etp; ++etp) {
-          RankLayout rank = sizes;
-          rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp;
-          out.push_back(rank);
-        }
-  return out;
-}
-
 /// What a loader compares: storage key and box (objects by unique key).
 std::string box_of(const Leaf& leaf) {
   if (const auto* t = std::get_if<ShardedTensor>(&leaf))

@@ -247,6 +247,19 @@ Status require_rank(std::int64_t rank, std::int64_t size, const char* what) {
 
 }  // namespace
 
+std::vector<RankLayout> all_ranks(const RankLayout& sizes) {
+  std::vector<RankLayout> out;
+  for (std::int64_t pp = 0; pp < sizes.pp; ++pp)
+    for (std::int64_t tp = 0; tp < sizes.tp; ++tp)
+      for (std::int64_t ep = 0; ep < sizes.ep; ++ep)
+        for (std::int64_t etp = 0; etp < sizes.etp; ++etp) {
+          RankLayout rank = sizes;
+          rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp;
+          out.push_back(rank);
+        }
+  return out;
+}
+
 Status validate_layout(const ModelConfig& c, const RankLayout& l) {
   IH_TRY_STATUS(require_rank(l.tp_rank, l.tp, "tensor-parallel"));
   IH_TRY_STATUS(require_rank(l.pp_rank, l.pp, "pipeline-parallel"));

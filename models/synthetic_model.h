@@ -54,6 +54,9 @@ Result<StateNode> gpt_sharded_state_dict(const ModelConfig& config, std::int64_t
 Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::string_view pattern,
                                             const RankLayout& layout, const OptimizerStates& optimizer = {});
 
+/// Every rank position of a layout's sizes (pp x tp x ep x etp), ranks filled in.
+std::vector<RankLayout> all_ranks(const RankLayout& sizes);
+
 /// Checks that TP/EP/ETP/PP sizes divide the dimensions they shard; names the first that does not.
 Status validate_layout(const ModelConfig& config, const RankLayout& layout);
 

@@ -18,17 +18,4 @@ StateNode gtp_rank_tree(const ShardedTensorFactory& in_proj, std::int64_t rank, 
   return StateNode(std::move(root));
 }
 
-std::vector<RankLayout> all_ranks(const RankLayout& sizes) {
-  std::vector<RankLayout> out;
-  for (std::int64_t pp = 0; pp < sizes.pp; ++pp)
-    for (std::int64_t tp = 0; tp < sizes.tp; ++tp)
-      for (std::int64_t ep = 0; ep < sizes.ep; ++ep)
-        for (std::int64_t etp = 0; etp < sizes.etp; ++etp) {
-          RankLayout rank = sizes;
-          rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp;
-          out.push_back(rank);
-        }
-  return out;
-}
-
 }  // namespace ih::props

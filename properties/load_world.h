@@ -13,8 +13,6 @@ namespace ih::props {
 /// neighbours (bracketed) make the orderings of spec 3.8 differ. Only rank 0 writes A_log.
 StateNode gtp_rank_tree(const ShardedTensorFactory& in_proj, std::int64_t rank, bool with_neighbours);
 
-/// Every rank position of a layout of sizes (pp x tp x ep x etp), ranks filled in.
-std::vector<RankLayout> all_ranks(const RankLayout& sizes);
 
 /// GPT saved at layout A, hybrid loading at layout B (props_hybrid_load.cc).
 Property gpt_to_hybrid_load_property();
