@@ -1,5 +1,7 @@
 #include "harness/line_subprocess.h"
 
+#include "harness/spawn.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,19 +23,7 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   int to_child[2], from_child[2];
   if (stderr_fd < 0 || pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
     return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) return make_error(ErrorKind::harness_error, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    dup2(stderr_fd, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    dprintf(2, "cannot start %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
+  IH_TRY_ASSIGN(pid, spawn_child(argv, to_child[0], from_child[1], stderr_fd, false));
   close(to_child[0]);
   close(from_child[1]);
   close(stderr_fd);

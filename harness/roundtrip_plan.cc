@@ -1,5 +1,7 @@
 #include "harness/roundtrip_plan.h"
 
+#include "harness/spawn.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -108,22 +110,8 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   if (stderr_fd < 0 || pipe2(from_child, O_CLOEXEC) != 0)
     return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
   const auto started = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) return make_error(ErrorKind::harness_error, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group: a timeout kills the rank workers too
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(from_child[1], 1);
-    dup2(stderr_fd, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    dprintf(2, "cannot start %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also from here, so the group exists before any kill
+  // Its own process group: a timeout kills the rank workers too.
+  IH_TRY_ASSIGN(pid, spawn_child(argv, -1, from_child[1], stderr_fd, true));
   close(from_child[1]);
   close(stderr_fd);
   const std::string stderr_path = stderr_template;
