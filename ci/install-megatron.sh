@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Python environment behind the Megatron adapter
-# (harness/adapters/megatron/adapter.py): a virtual environment with torch and a pinned
+# (harness/megatron/adapter/adapter.py): a virtual environment with torch and a pinned
 # megatron-core, both from PyPI.
 #
 # Usage: ci/install-megatron.sh [--megatron-path DIR] [--force]

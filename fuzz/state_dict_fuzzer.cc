@@ -6,8 +6,8 @@
 #include <string>
 
 #include "fuzz/fuzz_check.h"
-#include "harness/json_codec.h"
-#include "models/reference_implementation.h"
+#include "codec/json_codec.h"
+#include "seam/reference_implementation.h"
 #include "models/retarget.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/implementation.h"
+#include "seam/implementation.h"
 #include "properties/cases.h"
 
 namespace ih::props {

@@ -4,7 +4,7 @@
 
 #include <iostream>
 
-#include "models/mutant_implementation.h"
+#include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
 
 namespace ih::props {

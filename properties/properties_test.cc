@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "models/reference_implementation.h"
+#include "seam/reference_implementation.h"
 #include "properties/suite.h"
 
 namespace ih::props {

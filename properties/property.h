@@ -12,7 +12,7 @@
 
 #include <rapidcheck.h>
 
-#include "models/implementation.h"
+#include "seam/implementation.h"
 
 namespace ih::props {
 

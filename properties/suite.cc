@@ -1,6 +1,6 @@
 #include "properties/suite.h"
 
-#include "models/mutant_implementation.h"
+#include "mutants/mutant_implementation.h"
 #include "models/text.h"
 
 namespace ih::props {

@@ -6,10 +6,10 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/gate.h"
-#include "harness/json_codec.h"
-#include "harness/megatron_implementation.h"
-#include "models/reference_implementation.h"
+#include "harness/gate/gate.h"
+#include "codec/json_codec.h"
+#include "harness/megatron/megatron_implementation.h"
+#include "seam/reference_implementation.h"
 #include "models/text.h"
 #include "properties/suite.h"
 

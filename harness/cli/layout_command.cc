@@ -4,7 +4,7 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/layout_report.h"
+#include "harness/report/layout_report.h"
 
 namespace ih::cli {
 

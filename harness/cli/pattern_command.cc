@@ -4,7 +4,7 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/json_codec.h"
+#include "codec/json_codec.h"
 #include "models/gpt_layer_maps.h"
 
 namespace ih::cli {

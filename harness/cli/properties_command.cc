@@ -8,8 +8,8 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/json_codec.h"
-#include "models/mutant_implementation.h"
+#include "codec/json_codec.h"
+#include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
 
 #ifndef IH_DEFAULT_CORPUS_DIR

@@ -4,8 +4,8 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/json_codec.h"
-#include "models/reference_implementation.h"
+#include "codec/json_codec.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::cli {
 

@@ -11,9 +11,9 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/json_codec.h"
-#include "harness/megatron_implementation.h"
-#include "harness/roundtrip_plan.h"
+#include "codec/json_codec.h"
+#include "harness/megatron/megatron_implementation.h"
+#include "harness/roundtrip/roundtrip_plan.h"
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -152,7 +152,7 @@ int roundtrip_command(const std::vector<std::string>& argv) {
            << layout_text(scenario.load_tp, scenario.load_pp) << "; inputs in " << work.path.string() << "\n";
 
   const std::string python = args->value("python").value_or(default_megatron_python());
-  const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/adapters/megatron/roundtrip.py";
+  const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip.py";
   if (!std::filesystem::exists(python)) {
     std::cerr << "ERROR: harness_error: no Python with Megatron at " << python
               << "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)\n";

@@ -1,6 +1,6 @@
 // Retarget mutants (spec 6.15-6.22): the reference's answer, perturbed entry by entry. Input and
 // output are flat dicts with the same paths in the same order, so entry i of one is entry i of the other.
-#include "models/mutant_implementation.h"
+#include "mutants/mutant_implementation.h"
 #include "models/retarget.h"
 
 namespace ih {

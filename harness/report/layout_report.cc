@@ -1,4 +1,4 @@
-#include "harness/layout_report.h"
+#include "harness/report/layout_report.h"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "harness/json_codec.h"
+#include "codec/json_codec.h"
 
 #include <limits>
 

@@ -1,5 +1,5 @@
 // The reference model's answers to the layout operations of the seam (spec 4).
-#include "models/reference_implementation.h"
+#include "seam/reference_implementation.h"
 #include "models/split_factory.h"
 
 namespace ih {

@@ -2,9 +2,9 @@
 // disagreement (inputs enumerated shortest first, so it is a minimal case) is shown side by side.
 #include <functional>
 
-#include "harness/gate.h"
-#include "harness/json_codec.h"
-#include "models/reference_implementation.h"
+#include "harness/gate/gate.h"
+#include "codec/json_codec.h"
+#include "seam/reference_implementation.h"
 #include "models/synthetic_model.h"
 
 namespace ih::gate {

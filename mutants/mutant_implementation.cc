@@ -1,5 +1,5 @@
 // The mutant catalogue and the pattern, FSDP, pipeline, integrity and load mutants.
-#include "models/mutant_implementation.h"
+#include "mutants/mutant_implementation.h"
 
 #include <algorithm>
 

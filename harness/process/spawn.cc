@@ -1,4 +1,4 @@
-#include "harness/spawn.h"
+#include "harness/process/spawn.h"
 
 #include <fcntl.h>
 #include <unistd.h>

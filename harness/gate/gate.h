@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/implementation.h"
+#include "seam/implementation.h"
 
 namespace ih::gate {
 

@@ -1,6 +1,6 @@
-#include "harness/line_subprocess.h"
+#include "harness/process/line_subprocess.h"
 
-#include "harness/spawn.h"
+#include "harness/process/spawn.h"
 
 #include <fcntl.h>
 #include <poll.h>

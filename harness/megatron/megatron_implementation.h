@@ -1,4 +1,4 @@
-// Megatron Core behind the seam: a Python adapter subprocess (harness/adapters/megatron) answers
+// Megatron Core behind the seam: a Python adapter subprocess (harness/megatron/adapter) answers
 // each question with Megatron's own functions over the JSON-lines protocol of
 // docs/adapter-protocol.md. Every reply is awaited with a timeout.
 #pragma once
@@ -9,17 +9,17 @@
 #include <set>
 #include <string>
 
-#include "harness/json_codec.h"
-#include "harness/line_subprocess.h"
-#include "models/implementation.h"
+#include "codec/json_codec.h"
+#include "harness/process/line_subprocess.h"
+#include "seam/implementation.h"
 
 namespace ih {
 
 struct MegatronOptions {
   std::string python;                        // default: the venv of ci/install-megatron.sh
-  std::string adapter;                       // default: harness/adapters/megatron/adapter.py in the source tree
+  std::string adapter;                       // default: harness/megatron/adapter/adapter.py in the source tree
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
-  std::optional<std::string> mutant;         // an adapter-side mutant (harness/adapters/megatron/mutants.py)
+  std::optional<std::string> mutant;         // an adapter-side mutant (harness/megatron/adapter/mutants.py)
   std::chrono::milliseconds startup_timeout{120000};
   std::chrono::milliseconds reply_timeout{60000};
 };

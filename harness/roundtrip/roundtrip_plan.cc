@@ -1,6 +1,6 @@
-#include "harness/roundtrip_plan.h"
+#include "harness/roundtrip/roundtrip_plan.h"
 
-#include "harness/spawn.h"
+#include "harness/process/spawn.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/json_codec.h"
+#include "codec/json_codec.h"
 #include "models/flat_state.h"
 #include "models/gpt_layer_maps.h"
 

@@ -3,9 +3,9 @@
 // and planted-broken metadata, and FSDP state-dict trees.
 #include <functional>
 
-#include "harness/gate.h"
-#include "harness/json_codec.h"
-#include "models/reference_implementation.h"
+#include "harness/gate/gate.h"
+#include "codec/json_codec.h"
+#include "seam/reference_implementation.h"
 #include "models/split_factory.h"
 #include "models/synthetic_model.h"
 

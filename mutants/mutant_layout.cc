@@ -1,5 +1,5 @@
 // GTP shard-split mutants (spec 6.1-6.10): the reference's pieces and merges, perturbed.
-#include "models/mutant_implementation.h"
+#include "mutants/mutant_implementation.h"
 #include "models/split_factory.h"
 
 namespace ih {

@@ -1,4 +1,4 @@
-#include "harness/gate.h"
+#include "harness/gate/gate.h"
 
 #include <chrono>
 #include <iomanip>

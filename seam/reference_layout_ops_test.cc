@@ -2,7 +2,7 @@
 // to `unsupported`.
 #include <gtest/gtest.h>
 
-#include "models/reference_implementation.h"
+#include "seam/reference_implementation.h"
 #include "models/split_factory.h"
 
 namespace ih {

@@ -1,7 +1,7 @@
 // The reference model behind the seam.
 #pragma once
 
-#include "models/implementation.h"
+#include "seam/implementation.h"
 
 namespace ih {
 

@@ -1,6 +1,6 @@
 // A real save/load round trip through Megatron's dist_checkpointing (docs/roundtrip.md): the C++
 // side writes, per rank, the GPT sharded state dict at the save layout and the hybrid one at the
-// load layout (factories travel as recipes), then runs harness/adapters/megatron/roundtrip.py,
+// load layout (factories travel as recipes), then runs harness/megatron/adapter/roundtrip.py,
 // which saves with real CPU data, loads into the retargeted hybrid dict and checks every element.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/reference_implementation.h"
+#include "seam/reference_implementation.h"
 
 namespace ih {
 

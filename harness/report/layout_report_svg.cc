@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "harness/layout_report.h"
+#include "harness/report/layout_report.h"
 
 namespace ih::report {
 namespace {

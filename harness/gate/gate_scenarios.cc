@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/gate.h"
-#include "harness/json_codec.h"
+#include "harness/gate/gate.h"
+#include "codec/json_codec.h"
 #include "models/retarget.h"
 #include "models/synthetic_model.h"
 

@@ -1,4 +1,4 @@
-#include "models/reference_implementation.h"
+#include "seam/reference_implementation.h"
 
 #include "models/retarget.h"
 

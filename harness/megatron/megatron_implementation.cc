@@ -1,4 +1,4 @@
-#include "harness/megatron_implementation.h"
+#include "harness/megatron/megatron_implementation.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -49,7 +49,7 @@ std::string default_megatron_python() {
 
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
   if (options.python.empty()) options.python = default_megatron_python();
-  if (options.adapter.empty()) options.adapter = std::string(IH_SOURCE_DIR_PATH) + "/harness/adapters/megatron/adapter.py";
+  if (options.adapter.empty()) options.adapter = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/adapter.py";
   if (!std::filesystem::exists(options.python))
     return make_error(ErrorKind::harness_error, "no Python for the Megatron adapter at " + options.python +
                                                     "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
