@@ -8,32 +8,56 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 namespace ih {
 
+namespace {
+
+// The descriptors and temporary file start() creates, released on every error path.
+struct StartResources {
+  char stderr_path[64] = "/tmp/interop-harness-stderr-XXXXXX";
+  int stderr_fd = -1;
+  int to_child[2] = {-1, -1};
+  int from_child[2] = {-1, -1};
+
+  ~StartResources() {
+    for (int fd : {stderr_fd, to_child[0], to_child[1], from_child[0], from_child[1]})
+      if (fd >= 0) close(fd);
+    if (stderr_fd >= 0) unlink(stderr_path);  // still ours: start() failed
+  }
+};
+
+}  // namespace
+
 Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& argv) {
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
-  char stderr_template[] = "/tmp/interop-harness-stderr-XXXXXX";
-  const int stderr_fd = mkstemp(stderr_template);
-  int to_child[2], from_child[2];
-  if (stderr_fd < 0 || pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
+  StartResources r;
+  // Close-on-exec everywhere: no other child started meanwhile may inherit these.
+  r.stderr_fd = mkostemp(r.stderr_path, O_CLOEXEC);
+  if (r.stderr_fd < 0)
+    return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+  if (pipe2(r.to_child, O_CLOEXEC) != 0 || pipe2(r.from_child, O_CLOEXEC) != 0)
     return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
-  IH_TRY_ASSIGN(pid, spawn_child(argv, to_child[0], from_child[1], stderr_fd, false));
-  close(to_child[0]);
-  close(from_child[1]);
-  close(stderr_fd);
+  // Our end of the child's stdin never blocks, so a child that stops reading cannot outlast a timeout.
+  if (fcntl(r.to_child[1], F_SETFL, fcntl(r.to_child[1], F_GETFL) | O_NONBLOCK) != 0)
+    return make_error(ErrorKind::harness_error, std::string("cannot set up the pipe: ") + std::strerror(errno));
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill the harness
+  IH_TRY_ASSIGN(pid, spawn_child(argv, r.to_child[0], r.from_child[1], r.stderr_fd, false));
   LineSubprocess out;
   out.pid_ = pid;
-  out.stdin_fd_ = to_child[1];
-  out.stdout_fd_ = from_child[0];
-  out.stderr_path_ = stderr_template;
-  return out;
+  out.stdin_fd_ = std::exchange(r.to_child[1], -1);
+  out.stdout_fd_ = std::exchange(r.from_child[0], -1);
+  out.stderr_path_ = r.stderr_path;
+  close(std::exchange(r.stderr_fd, -1));  // the child has it; the file stays for stderr_tail
+  return out;  // r closes the child's pipe ends
 }
 
 LineSubprocess::LineSubprocess(LineSubprocess&& other) noexcept
@@ -70,27 +94,45 @@ void LineSubprocess::stop() {
 Result<std::string> LineSubprocess::request(const std::string& line, std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return make_error(ErrorKind::harness_error, "the subprocess is not running");
   const std::string payload = line + "\n";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Milliseconds left for one poll (at least 0, at most what an int holds), or -1 when time is up.
+  const auto poll_budget = [&]() -> int {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return -1;
+    return static_cast<int>(std::min<std::int64_t>(left.count(), std::numeric_limits<int>::max()));
+  };
+  const auto timed_out = [&](const char* what) -> Error {
+    stop();
+    return make_error(ErrorKind::timeout, std::string(what) + " within " + std::to_string(timeout.count()) +
+                                              " ms; stderr: " + stderr_tail());
+  };
   for (std::size_t sent = 0; sent < payload.size();) {
     const ssize_t n = write(stdin_fd_, payload.data() + sent, payload.size() - sent);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return make_error(ErrorKind::harness_error, "the subprocess closed its input; stderr: " + stderr_tail());
-    sent += static_cast<std::size_t>(n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const int budget = poll_budget();
+      if (budget < 0) return timed_out("the request was not read");
+      pollfd fd{stdin_fd_, POLLOUT, 0};
+      poll(&fd, 1, budget);
+      continue;
+    }
+    stop();  // it is gone or has closed its input: either way no reply can come
+    return make_error(ErrorKind::harness_error, "the subprocess closed its input; stderr: " + stderr_tail());
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (const std::size_t newline = buffer_.find('\n'); newline != std::string::npos) {
       std::string reply = buffer_.substr(0, newline);
       buffer_.erase(0, newline + 1);
       return reply;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      stop();
-      return make_error(ErrorKind::timeout, "no reply within " + std::to_string(timeout.count()) + " ms; stderr: " + stderr_tail());
-    }
+    const int budget = poll_budget();
+    if (budget < 0) return timed_out("no reply");
     pollfd fd{stdout_fd_, POLLIN, 0};
-    const int ready = poll(&fd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
+    const int ready = poll(&fd, 1, budget);
     if (ready <= 0) continue;
     char chunk[65536];
     const ssize_t n = read(stdout_fd_, chunk, sizeof chunk);
