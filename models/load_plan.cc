@@ -60,18 +60,43 @@ Result<Box> request_box(const ShardedTensor& request) {
 Error not_stored(const ChunkIndex& index, const ShardedTensor& request) {
   std::string shapes;
   for (const Shape& s : index.shapes_of(request.key)) shapes += (shapes.empty() ? "" : ", ") + ("(" + join_ints(s, ", ") + ")");
+  if (!shapes.empty())  // Megatron's load planner: "Global shape mismatch for loaded ... and expected ..."
+    return make_error(ErrorKind::global_shape_mismatch,
+                      "global shape mismatch for key " + request.key + ": requested (" +
+                          join_ints(request.global_shape, ", ") + "), stored shapes: " + shapes +
+                          (request.allow_shape_mismatch ? " (allow_shape_mismatch does not bridge a different number of axes)" : ""));
   return make_error(ErrorKind::load_not_covered,
                     "key " + request.key + " with global shape (" + join_ints(request.global_shape, ", ") +
                         ") is not in the checkpoint" + (shapes.empty() ? "" : "; stored shapes: " + shapes));
+}
+
+/// The stored shape DCP reports for `key`: the size of the first chunk saved (lowest rank).
+std::optional<Shape> first_stored_shape(const ChunkIndex& index, const std::string& key) {
+  std::optional<Shape> best;
+  std::int64_t best_rank = 0;
+  for (const Shape& shape : index.shapes_of(key)) {
+    const auto* chunks = index.find(key, shape);
+    if (!chunks || chunks->empty()) continue;
+    if (!best || chunks->front().rank < best_rank) best = shape, best_rank = chunks->front().rank;
+  }
+  return best;
 }
 
 }  // namespace
 
 Result<LoadPlan> resolve_load_plan(const ChunkIndex& index, const ShardedTensor& request) {
   IH_TRY_ASSIGN(want, request_box(request));
+  Shape stored_shape = request.global_shape;
   const std::vector<StoredChunk>* chunks = index.find(request.key, request.global_shape);
-  if (!chunks) return not_stored(index, request);
-  LoadPlan plan{request.key, request.global_shape, {}};
+  if (!chunks) {
+    const std::optional<Shape> stored = first_stored_shape(index, request.key);
+    if (!stored) return not_stored(index, request);
+    if (!request.allow_shape_mismatch || stored->size() != request.global_shape.size())
+      return not_stored(index, request);
+    stored_shape = *stored;
+    chunks = index.find(request.key, stored_shape);
+  }
+  LoadPlan plan{request.key, request.global_shape, {}, stored_shape, {}};
   std::vector<Box> remaining;
   if (!want.empty()) remaining.push_back(want);
   for (std::size_t i = 0; i < chunks->size() && !remaining.empty(); ++i) {
@@ -88,6 +113,10 @@ Result<LoadPlan> resolve_load_plan(const ChunkIndex& index, const ShardedTensor&
     }
     remaining = std::move(next);
   }
+  if (!remaining.empty() && request.allow_shape_mismatch) {
+    for (const Box& r : remaining) plan.zero_fill.push_back(shifted(r, want.lo));  // zeroed before the reads
+    return plan;
+  }
   if (!remaining.empty())
     return make_error(ErrorKind::load_not_covered, "key " + request.key + ": requested " + want.to_string() +
                                                        " is not fully stored; first uncovered " +
@@ -98,11 +127,12 @@ Result<LoadPlan> resolve_load_plan(const ChunkIndex& index, const ShardedTensor&
 
 Result<TensorValue> read_value(const ChunkIndex& index, const ShardedTensor& request) {
   IH_TRY_ASSIGN(plan, resolve_load_plan(index, request));
-  const std::vector<StoredChunk>& chunks = *index.find(request.key, request.global_shape);
+  const std::vector<StoredChunk>& chunks = *index.find(request.key, plan.stored_shape);
   const std::size_t row_axis = request.prepend_axis_num;
   if (request.local_shape.empty()) {  // a scalar: its one stored chunk is the value
+    if (plan.reads.empty()) return TensorValue::zeros({}, request.dtype);  // allow_shape_mismatch, nothing stored
     const auto& data = chunks[plan.reads.front().chunk].data;
-    if (!data) return make_error(ErrorKind::unsupported, "read_value of '" + request.key + "': chunk has no data");
+    if (!data) return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': chunk has no data");
     return *data;
   }
   std::sort(plan.reads.begin(), plan.reads.end(),
@@ -113,12 +143,29 @@ Result<TensorValue> read_value(const ChunkIndex& index, const ShardedTensor& req
     for (std::size_t a = row_axis + 1; a < read.source.rank(); ++a)
       if (read.source.lo[a] != 0 || read.source.hi[a] != chunk.box.hi[a] - chunk.box.lo[a] ||
           read.target.hi[a] - read.target.lo[a] != request.local_shape[a - row_axis])
-        return make_error(ErrorKind::unsupported, "read_value of '" + request.key + "': a read is not whole rows");
-    if (!chunk.data) return make_error(ErrorKind::unsupported, "read_value of '" + request.key + "': chunk has no data");
+        return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': a read is not whole rows");
+    if (!chunk.data) return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': chunk has no data");
     parts.push_back(chunk.data->row_view(read.source.lo[row_axis], read.source.hi[row_axis]));
   }
-  if (parts.empty()) return TensorValue{request.local_shape, request.dtype, {}};
-  return TensorValue::concat_rows(parts);
+  if (plan.zero_fill.empty()) {
+    if (parts.empty()) return TensorValue{request.local_shape, request.dtype, {}};
+    return TensorValue::concat_rows(parts);
+  }
+  // allow_shape_mismatch: zero rows where nothing was stored, in row order with the reads.
+  std::vector<std::pair<std::int64_t, TensorValue>> ordered;
+  for (std::size_t i = 0; i < plan.reads.size(); ++i) ordered.emplace_back(plan.reads[i].target.lo[row_axis], parts[i]);
+  for (const Box& zero : plan.zero_fill) {
+    for (std::size_t a = row_axis + 1; a < zero.rank(); ++a)
+      if (zero.lo[a] != 0 || zero.hi[a] != request.local_shape[a - row_axis])
+        return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': a zero-filled box is not whole rows");
+    Shape shape = request.local_shape;
+    shape[0] = zero.hi[row_axis] - zero.lo[row_axis];
+    ordered.emplace_back(zero.lo[row_axis], TensorValue::zeros(shape, request.dtype));
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<TensorValue> rows;
+  for (auto& [_, part] : ordered) rows.push_back(std::move(part));
+  return TensorValue::concat_rows(rows);
 }
 
 }  // namespace ih

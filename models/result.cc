@@ -34,10 +34,14 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::load_not_covered: return "load_not_covered";
     case ErrorKind::sharding_assertion: return "sharding_assertion";
     case ErrorKind::invalid_sharding_pattern: return "invalid_sharding_pattern";
+    case ErrorKind::gtp_replica_group_unknown: return "gtp_replica_group_unknown";
+    case ErrorKind::global_shape_mismatch: return "global_shape_mismatch";
+    case ErrorKind::strict_load_keys: return "strict_load_keys";
     case ErrorKind::invalid_argument: return "invalid_argument";
     case ErrorKind::overflow: return "overflow";
     case ErrorKind::bad_json: return "bad_json";
     case ErrorKind::unsupported: return "unsupported";
+    case ErrorKind::not_modelled: return "not_modelled";
     case ErrorKind::timeout: return "timeout";
     case ErrorKind::harness_error: return "harness_error";
   }

@@ -45,11 +45,15 @@ enum class ErrorKind {
   load_not_covered,          // a requested shard is not fully covered by stored chunks
   sharding_assertion,        // validate_sharding_integrity's asserts (AssertionError, spec 3.7 step 4)
   invalid_sharding_pattern,  // "Invalid sharding pattern validation. Errors: ..." (spec 3.7 step 6)
+  gtp_replica_group_unknown, // GTP writer election without a stamped group or parallel_state (RuntimeError)
+  global_shape_mismatch,     // a load request's global shape differs from the stored one (CheckpointingException)
+  strict_load_keys,          // StrictHandling raise_*: unexpected or missing keys at load (CheckpointingException)
   // Generic input problems.
   invalid_argument,
   overflow,
   bad_json,
-  unsupported,  // the implementation cannot answer this operation
+  unsupported,    // the implementation cannot answer this operation (a check that needs it is not run)
+  not_modelled,   // the reference model does not go this deep (e.g. element reads of column slices)
   timeout,        // a subprocess or rank did not answer in time
   harness_error,  // the harness itself failed (a subprocess died, a protocol broke)
 };

@@ -7,12 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "mutants/mutant_catalogue.h"
 #include "seam/reference_implementation.h"
 
 namespace ih {
 
+/// Every planted mutant, one enumerator per line of mutants/mutant_catalogue.h.
+enum class Mutant {
+#define IH_MUTANT_ENUMERATOR(name, bug_class, description) name,
+  IH_REFERENCE_MUTANTS(IH_MUTANT_ENUMERATOR)
+#undef IH_MUTANT_ENUMERATOR
+};
+
 /// One planted bug: its name, the spec 6 bug class it stands for, and what it does.
 struct MutantInfo {
+  Mutant id;
   std::string name;
   std::string bug_class;    // e.g. "6.1"
   std::string description;  // one line
@@ -27,7 +36,7 @@ class MutantImplementation : public ReferenceImplementation {
   /// A mutant from the catalogue; an unknown name is invalid_argument listing the known ones.
   static Result<std::unique_ptr<MutantImplementation>> create(const std::string& name);
 
-  std::string name() const override { return "mutant:" + mutant_; }
+  std::string name() const override { return "mutant:" + info_.name; }
   Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override;
   Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override;
   Result<pattern::SegmentSelection> select_segment(std::string_view main,
@@ -41,17 +50,22 @@ class MutantImplementation : public ReferenceImplementation {
                                     const std::optional<std::vector<std::string>>& reference_keys) override;
   Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override;
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override;
+  Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override;  // mutant_addendum.cc
 
  private:
-  explicit MutantImplementation(std::string mutant) : mutant_(std::move(mutant)) {}
-  bool is(const char* mutant) const { return mutant_ == mutant; }
+  explicit MutantImplementation(MutantInfo info) : info_(std::move(info)) {}
+  bool is(Mutant mutant) const { return info_.id == mutant; }
   /// The retarget mutants: the reference's output perturbed entry by entry (mutant_retarget.cc).
   Result<std::vector<FlatEntry>> perturb_retarget(std::string_view pattern, const std::vector<FlatEntry>& in,
                                                   std::vector<FlatEntry> out);
   /// The shard-split build mutants (mutant_layout.cc).
   Result<StateNode> perturb_pieces(const GtpFactoryParams& params, StateNode built);
+  /// The spec-addendum mutants (mutant_addendum.cc); nullopt where the mutant does not apply.
+  std::optional<Result<ShardedTensor>> addendum_param_entry(const GtpFactoryParams& params);
+  std::optional<Result<StateNode>> addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params);
+  std::optional<Result<StateNode>> addendum_load(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order);
 
-  std::string mutant_;
+  MutantInfo info_;
 };
 
 }  // namespace ih

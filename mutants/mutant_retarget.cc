@@ -28,39 +28,39 @@ bool is_unknown_layer(const FlatEntry& e, const GptCompatLayerMaps& maps) {
 }
 
 /// One entry of the mutant's answer from the input entry and the reference's answer.
-void perturb(const std::string& mutant, const FlatEntry& in, FlatEntry& out, const GptCompatLayerMaps& maps) {
+void perturb(Mutant mutant, const FlatEntry& in, FlatEntry& out, const GptCompatLayerMaps& maps) {
   const std::string* in_key = key_of(in.entry);
   if (!in_key) return;
   const auto match = find_decoder_layer(*in_key);
   const bool fresh = match && match->index && maps.is_fresh(*match->index);
   const std::size_t norm = in_key->find(kHybridFinalNorm);
   std::string* out_key = mutable_key(out.entry);
-  if (mutant == "retarget_final_layer_norm" && !match && norm != std::string::npos && out_key)
+  if (mutant == Mutant::retarget_final_layer_norm && !match && norm != std::string::npos && out_key)
     out_key->replace(norm, kGptFinalNorm.size(), "decoder.final_layer_norm.");
-  if (mutant == "retarget_final_norm_anchored" && !match && norm != std::string::npos && norm > 0) out = in;
-  if (mutant == "retarget_anchored_layer_regex" && match && match->begin > 0) out = in;
-  if (mutant == "retarget_drop_optimizer_prefix" && match && match->begin > 0 && !fresh && out_key)
+  if (mutant == Mutant::retarget_final_norm_anchored && !match && norm != std::string::npos && norm > 0) out = in;
+  if (mutant == Mutant::retarget_anchored_layer_regex && match && match->begin > 0) out = in;
+  if (mutant == Mutant::retarget_drop_optimizer_prefix && match && match->begin > 0 && !fresh && out_key)
     out_key->erase(0, match->begin);
-  if (mutant == "retarget_index_renumbered" && match && !fresh && out_key && match->index) {
+  if (mutant == Mutant::retarget_index_renumbered && match && !fresh && out_key && match->index) {
     const auto gi = maps.gpt_layer_of(*match->index);  // FSDP-style renumbering on the sharded path
     if (gi) out_key->insert(match->begin + 15, std::to_string(*gi) + ".");
   }
-  if (mutant == "retarget_omitted_by_equality" && in_key->ends_with(kOmittedLocalKeySuffix) &&
+  if (mutant == Mutant::retarget_omitted_by_equality && in_key->ends_with(kOmittedLocalKeySuffix) &&
       *in_key != kOmittedLocalKeySuffix)
     out = in;
   if (!match || fresh) {
-    if (mutant == "retarget_fresh_left_sharded" && fresh && !std::holds_alternative<ShardedTensor>(in.entry)) out = in;
+    if (mutant == Mutant::retarget_fresh_left_sharded && fresh && !std::holds_alternative<ShardedTensor>(in.entry)) out = in;
     return;
   }
   if (auto* o = std::get_if<ShardedObject>(&out.entry);
-      o && mutant == "retarget_so_placeholder_prepended" && is_placeholder(in.entry)) {
+      o && mutant == Mutant::retarget_so_placeholder_prepended && is_placeholder(in.entry)) {
     o->global_shape.push_back(1);
     o->global_offset.push_back(0);
   }
-  if (auto* t = std::get_if<ShardedTensor>(&out.entry); t && mutant == "retarget_prepend_axis_not_incremented")
+  if (auto* t = std::get_if<ShardedTensor>(&out.entry); t && mutant == Mutant::retarget_prepend_axis_not_incremented)
     t->prepend_axis_num -= 1;
   if (auto* f = std::get_if<ShardedTensorFactory>(&out.entry);
-      f && mutant == "retarget_factory_wrapped_twice" && !f->build_wrappers.empty())
+      f && mutant == Mutant::retarget_factory_wrapped_twice && !f->build_wrappers.empty())
     f->build_wrappers.push_back(f->build_wrappers.back());
 }
 
@@ -68,7 +68,7 @@ void perturb(const std::string& mutant, const FlatEntry& in, FlatEntry& out, con
 
 Result<std::vector<FlatEntry>> MutantImplementation::retarget(std::string_view pattern,
                                                               const std::vector<FlatEntry>& entries) {
-  if (!is("retarget_unknown_layer_skipped")) {
+  if (!is(Mutant::retarget_unknown_layer_skipped)) {
     IH_TRY_ASSIGN(out, ReferenceImplementation::retarget(pattern, entries));
     return perturb_retarget(pattern, entries, std::move(out));
   }
@@ -86,9 +86,9 @@ Result<std::vector<FlatEntry>> MutantImplementation::retarget(std::string_view p
 Result<std::vector<FlatEntry>> MutantImplementation::perturb_retarget(std::string_view pattern,
                                                                       const std::vector<FlatEntry>& in,
                                                                       std::vector<FlatEntry> out) {
-  if (out.size() != in.size() || mutant_.rfind("retarget_", 0) != 0) return out;
+  if (out.size() != in.size()) return out;
   IH_TRY_ASSIGN(maps, ReferenceImplementation::layer_maps(pattern));
-  for (std::size_t i = 0; i < in.size(); ++i) perturb(mutant_, in[i], out[i], maps);
+  for (std::size_t i = 0; i < in.size(); ++i) perturb(info_.id, in[i], out[i], maps);
   return out;
 }
 

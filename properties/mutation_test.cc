@@ -21,7 +21,7 @@ TEST_P(MutantKilled, BySomeProperty) {
     for (const auto& [name, fixture] : p.fixtures) killed = killed || !fixture(**mutant).second.empty();
     RunParams params;
     params.cases = 40;
-    if (!killed) killed = !p.run(**mutant, params).ok;
+    if (!killed) killed = p.run(**mutant, params).outcome == ih::Outcome::failed;
     if (killed) killers.push_back(p.name);
   }
   std::cout << "mutant " << GetParam() << " killed by:";

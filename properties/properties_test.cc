@@ -6,6 +6,7 @@
 
 #include "seam/reference_implementation.h"
 #include "properties/suite.h"
+#include "seam/repro_token.h"
 
 namespace ih::props {
 namespace {
@@ -23,9 +24,11 @@ TEST_P(PropertySuite, HoldsOnTheReference) {
   RunParams params;
   params.cases = budget();
   params.seed = rc::detail::configuration().testParams.seed;
-  const Outcome o = property.run(reference, params);
-  EXPECT_TRUE(o.ok) << o.description << "\ncase: " << o.counterexample << "\ninterop-harness repro "
-                    << to_string(Token{property.name, "reference", "rc", o.reproduce});
+  const PropertyRun o = property.run(reference, params);
+  ReproToken token{property_check_name(property.name), {}};
+  add_case_options(token, params, o);
+  EXPECT_EQ(o.outcome, ih::Outcome::passed) << o.description << "\ncase: " << o.counterexample
+                                            << "\ninterop-harness repro " << to_string(token);
   EXPECT_GT(o.cases, 0);
 }
 
@@ -46,13 +49,19 @@ std::vector<std::string> names() {
 INSTANTIATE_TEST_SUITE_P(All, PropertySuite, ::testing::ValuesIn(names()),
                          [](const auto& info) { return info.param; });
 
-TEST(Tokens, RoundTrip) {
-  const Token token{"gtp_pieces_tile_chunks", "mutant.gtp_offset_no_tp_term", "spec", "review_tp2"};
-  const auto parsed = parse_token(to_string(token));
-  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
-  EXPECT_EQ(to_string(*parsed), to_string(token));
-  EXPECT_FALSE(parse_token("prop:no_such_property:reference:rc=x").ok());
-  EXPECT_FALSE(parse_token("reference:-:3").ok());
+TEST(PropertyTokens, StaleAndForeignTokensAreErrors) {
+  EXPECT_TRUE(property_of(ReproToken{"property/gtp_pieces_tile_chunks", {}}).ok());
+  EXPECT_EQ(property_of(ReproToken{"property/no_such_property", {}}).error().kind, ErrorKind::invalid_argument);
+  EXPECT_FALSE(property_of(ReproToken{"gate/pinned-layer-maps/x", {}}).ok());
+}
+
+TEST(PropertyTokens, ASpecTokenReplaysItsFixtureAndAnUnknownFixtureIsAnError) {
+  ReferenceImplementation reference;
+  const Property& property = **property_of(ReproToken{"property/gtp_pieces_tile_chunks", {}});
+  const Replay holds = replay(reference, property, ReproToken{"property/gtp_pieces_tile_chunks", {{"spec", "review_tp2"}}});
+  EXPECT_EQ(holds.outcome, ih::Outcome::passed) << holds.verdict;
+  const Replay stale = replay(reference, property, ReproToken{"property/gtp_pieces_tile_chunks", {{"spec", "nope"}}});
+  EXPECT_EQ(stale.outcome, ih::Outcome::harness_error);
 }
 
 }  // namespace

@@ -65,13 +65,13 @@ std::string& last_case() {
   return text;
 }
 
-Outcome run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params) {
-  Outcome out{name};
+PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params) {
+  PropertyRun out{name};
   const auto start = std::chrono::steady_clock::now();
   std::string error;
   const ReproduceMap map = reproduce_map(name, params, error);
   if (!error.empty()) {
-    out.ok = false, out.error = true, out.description = error;
+    out.outcome = Outcome::harness_error, out.description = error;
     return out;
   }
   rc::detail::TestParams tp = rc::detail::configuration().testParams;
@@ -89,7 +89,7 @@ Outcome run_rapidcheck(const std::string& name, const std::function<void()>& bod
     out.cases = success.numSuccess;
   } else if (result.match(failure_value)) {
     const auto* failure = &failure_value;
-    out.ok = false;
+    out.outcome = Outcome::failed;
     out.cases = failure->numSuccess + 1;
     // RapidCheck prefixes "<file>:<line>:\nRC_FAIL(v)\n\n" to the message; keep only the verdict.
     const std::size_t gap = failure->description.find("\n\n");
@@ -98,12 +98,19 @@ Outcome run_rapidcheck(const std::string& name, const std::function<void()>& bod
     out.reproduce = encode(name, failure->reproduce);
     out.shrink_steps = static_cast<int>(failure->reproduce.shrinkPath.size());
   } else {
-    out.ok = false, out.error = true;
+    out.outcome = Outcome::harness_error;
     std::ostringstream text;
     rc::detail::printResultMessage(result, text);
     out.description = text.str();
   }
   return out;
+}
+
+PropertyRun typed(PropertyRun run, const RecordingImplementation& recorded) {
+  if (!recorded.no_verdict()) return run;
+  run.outcome = recorded.no_verdict_outcome();
+  run.description = std::string(to_string(recorded.no_verdict()->kind)) + ": " + recorded.no_verdict()->message;
+  return run;
 }
 
 }  // namespace detail

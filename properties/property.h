@@ -13,6 +13,8 @@
 #include <rapidcheck.h>
 
 #include "seam/implementation.h"
+#include "seam/outcome.h"
+#include "seam/recording_implementation.h"
 
 namespace ih::props {
 
@@ -28,13 +30,14 @@ struct RunParams {
 };
 
 /// What one run of one property found.
-struct Outcome {
+struct PropertyRun {
   std::string name;
   int cases = 0;
-  bool ok = true;
-  bool error = false;         // RapidCheck could not run or replay (not a property failure)
+  /// passed, failed (a finding), not_run (the target lacks an operation), timeout or harness_error
+  /// (the target or RapidCheck gave no verdict: a bad reproduce string is one).
+  Outcome outcome = Outcome::passed;
   double seconds = 0;
-  std::string description;    // the failure message, or the error
+  std::string description;    // the failure message, or why there is no verdict
   std::string counterexample; // the minimal case, printed
   std::string reproduce;      // RapidCheck's reproduce string for the failure
   int shrink_steps = 0;       // length of the shrink path
@@ -46,7 +49,7 @@ struct Property {
   std::string name;
   std::string group;
   std::string description;
-  std::function<Outcome(Implementation&, const RunParams&)> run;
+  std::function<PropertyRun(Implementation&, const RunParams&)> run;
   /// Built-in cases by name (spec worked examples), each returning (printed case, verdict).
   std::map<std::string, std::function<std::pair<std::string, Verdict>(Implementation&)>> fixtures;
 };
@@ -58,7 +61,10 @@ namespace detail {
 /// The last case a property body generated, printed (read by run_rapidcheck after a run).
 std::string& last_case();
 /// Runs a RapidCheck property body with `params`, collecting the result into an Outcome.
-Outcome run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params);
+PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params);
+/// A run whose target gave no verdict somewhere (an operation it lacks, a timeout, a fault) is typed
+/// as that, whatever the property concluded from the error.
+PropertyRun typed(PropertyRun run, const RecordingImplementation& recorded);
 /// Prints a case with operator<<.
 template <class Case>
 std::string show(const Case& c) {
@@ -75,12 +81,14 @@ Property make_property(std::string name, std::string group, std::string descript
                        std::map<std::string, Case> fixtures = {}) {
   Property p{name, std::move(group), std::move(description), {}, {}};
   p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
-    return detail::run_rapidcheck(name, [&] {
+    RecordingImplementation recorded(impl);
+    PropertyRun run = detail::run_rapidcheck(name, [&] {
       const Case c = *gen;
       detail::last_case() = detail::show(c);
-      const Verdict v = check(impl, c);
+      const Verdict v = check(recorded, c);
       if (!v.empty()) RC_FAIL(v);
     }, params);
+    return detail::typed(std::move(run), recorded);
   };
   for (auto& [fixture, c] : fixtures)
     p.fixtures[fixture] = [c, check](Implementation& impl) { return std::make_pair(detail::show(c), check(impl, c)); };

@@ -81,10 +81,10 @@ Verdict gpt_to_hybrid_load(Implementation& impl, const LoadCase& c) {
     IH_VERDICT_ASSIGN(request, unflatten(after));
     for (Verdict v : {fresh_entries_local(before, after, maps), optimizer_mirrors(after), requests_covered(checkpoint, request)})
       if (!v.empty()) return where + v;
-    // Element-level reads of column slices are beyond the checkpoint model (unsupported): coverage
+    // Element-level reads of column slices are beyond the checkpoint model (not_modelled): coverage
     // above is then the whole check; any other load error is a failure.
     const auto loaded = impl.load_state(checkpoint, request, LoadOrder::serialization_load);
-    if (!loaded.ok() && loaded.error().kind != ErrorKind::unsupported) return where + "load: " + loaded.error().message;
+    if (!loaded.ok() && loaded.error().kind != ErrorKind::not_modelled) return where + "load: " + loaded.error().message;
   }
   return "";
 }

@@ -1,6 +1,5 @@
 #include "properties/suite.h"
 
-#include "mutants/mutant_implementation.h"
 #include "models/text.h"
 
 namespace ih::props {
@@ -8,7 +7,7 @@ namespace ih::props {
 const std::vector<Property>& all_properties() {
   static const std::vector<Property> all = [] {
     std::vector<Property> out;
-    for (auto group : {pattern_properties, retarget_properties, gtp_properties, load_properties})
+    for (auto group : {pattern_properties, retarget_properties, gtp_properties, load_properties, addendum_properties})
       for (Property& p : group()) out.push_back(std::move(p));
     return out;
   }();
@@ -21,80 +20,54 @@ const Property* find_property(const std::string& name) {
   return nullptr;
 }
 
-std::string to_string(const Token& token) {
-  return "prop:" + token.property + ":" + token.target + ":" + token.kind + "=" + token.payload;
+std::string property_check_name(const std::string& property) { return "property/" + property; }
+
+Result<const Property*> property_of(const ReproToken& token) {
+  if (token.check.rfind("property/", 0) != 0)
+    return make_error(ErrorKind::invalid_argument, "check '" + token.check + "' is not a property");
+  const Property* property = find_property(token.check.substr(9));
+  if (!property)
+    return make_error(ErrorKind::invalid_argument, "stale token: no property called '" + token.check.substr(9) +
+                                                       "' (renamed or removed; see `properties --list`)");
+  return property;
 }
 
-bool is_property_token(const std::string& text) { return text.rfind("prop:", 0) == 0; }
-
-Result<Token> parse_token(const std::string& text) {
-  const auto bad = [&](const std::string& why) {
-    return make_error(ErrorKind::invalid_argument, "property token '" + text + "': " + why +
-                                                       " (form: prop:<property>:<target>:rc=<reproduce> or spec=<case>)");
-  };
-  if (!is_property_token(text)) return bad("does not start with prop:");
-  const std::size_t p1 = text.find(':', 5), p2 = p1 == std::string::npos ? p1 : text.find(':', p1 + 1);
-  if (p2 == std::string::npos) return bad("missing fields");
-  Token token{text.substr(5, p1 - 5), text.substr(p1 + 1, p2 - p1 - 1), "", ""};
-  const std::string rest = text.substr(p2 + 1);
-  const std::size_t eq = rest.find('=');
-  if (eq == std::string::npos) return bad("no rc= or spec= payload");
-  token.kind = rest.substr(0, eq), token.payload = rest.substr(eq + 1);
-  if (token.kind != "rc" && token.kind != "spec") return bad("payload kind must be rc or spec");
-  if (!find_property(token.property)) return bad("unknown property '" + token.property + "'");
-  return token;
+void add_case_options(ReproToken& token, const RunParams& params, const PropertyRun& run) {
+  token.options["seed"] = std::to_string(params.seed);
+  token.options["cases"] = std::to_string(params.cases);
+  token.options["size"] = std::to_string(params.max_size);
+  if (!run.reproduce.empty()) token.options["rc"] = run.reproduce;
 }
 
-Result<std::unique_ptr<Implementation>> make_target(const std::string& target) {
-  if (target == "reference") return std::unique_ptr<Implementation>(std::make_unique<ReferenceImplementation>());
-  if (target.rfind("mutant.", 0) != 0)
-    return make_error(ErrorKind::invalid_argument, "unknown target '" + target + "' (reference or mutant.<name>)");
-  IH_TRY_ASSIGN(mutant, MutantImplementation::create(target.substr(7)));
-  return std::unique_ptr<Implementation>(std::move(mutant));
-}
-
-Replay replay(Implementation& impl, const Token& token) {
-  const Property& property = *find_property(token.property);
+Replay replay(Implementation& impl, const Property& property, const ReproToken& token) {
   Replay out;
-  if (token.kind == "spec") {
-    const auto it = property.fixtures.find(token.payload);
+  RecordingImplementation recorded(impl);
+  if (const auto fixture = token.option("spec")) {
+    const auto it = property.fixtures.find(*fixture);
     if (it == property.fixtures.end()) {
-      out.reproduced = false, out.error = "property " + token.property + " has no spec case '" + token.payload + "'";
+      out.outcome = Outcome::harness_error, out.verdict = "property " + property.name + " has no spec case '" + *fixture + "'";
       return out;
     }
-    std::tie(out.printed_case, out.verdict) = it->second(impl);
+    std::tie(out.printed_case, out.verdict) = it->second(recorded);
+    out.outcome = out.verdict.empty() ? Outcome::passed : Outcome::failed;
+    if (recorded.no_verdict())
+      out.outcome = recorded.no_verdict_outcome(), out.verdict = recorded.no_verdict()->message;
+    return out;
+  }
+  const auto reproduce = token.option("rc");
+  if (!reproduce) {
+    out.outcome = Outcome::harness_error, out.verdict = "the token names no case (rc= or spec=)";
     return out;
   }
   RunParams params;
-  params.reproduce = token.payload;
-  const Outcome o = property.run(impl, params);
+  params.reproduce = *reproduce;
+  const PropertyRun run = property.run(impl, params);
   // RapidCheck replays a token only to show a failure; a case that now holds comes back as this message.
-  const bool holds_now = o.description.find("Reproduced result is not a failure") != std::string::npos;
-  out.printed_case = o.ok || o.error || holds_now ? o.last_case : o.counterexample;
-  if (holds_now) return out;
-  if (o.error) out.reproduced = false, out.error = o.description;
-  else if (!o.ok) out.verdict = o.description;
+  const bool holds_now = run.description.find("Reproduced result is not a failure") != std::string::npos;
+  out.printed_case = run.outcome == Outcome::failed ? run.counterexample : run.last_case;
+  out.outcome = holds_now ? Outcome::passed : run.outcome;
+  if (!holds_now && run.outcome != Outcome::passed) out.verdict = run.description;
   return out;
-}
-
-Result<PinnedCase> parse_pinned(const std::string& text) {
-  std::optional<Token> token;
-  std::string reason;
-  for (const std::string& line : split(text, '\n')) {
-    if (line.rfind("token: ", 0) == 0) {
-      IH_TRY_ASSIGN(parsed, parse_token(line.substr(7)));
-      token = parsed;
-    } else if (line.rfind("reason: ", 0) == 0) {
-      reason = line.substr(8);
-    }
-  }
-  if (!token || reason.empty())
-    return make_error(ErrorKind::invalid_argument, "a pinned case needs a 'token: ' and a 'reason: ' line");
-  return PinnedCase{*token, reason};
-}
-
-std::string format_pinned(const PinnedCase& pinned) {
-  return "token: " + to_string(pinned.token) + "\nreason: " + pinned.reason + "\n";
 }
 
 }  // namespace ih::props

@@ -8,6 +8,7 @@
 #include "properties/cases.h"
 #include "properties/generators.h"
 #include "properties/property.h"
+#include "seam/repro_token.h"
 
 namespace ih::props {
 
@@ -19,49 +20,29 @@ std::vector<Property> retarget_properties();
 std::vector<Property> gtp_properties();
 /// Saves and loads: cross-layout GPT->Hybrid, cross-GTP, load orderings (props_load.cc).
 std::vector<Property> load_properties();
+/// The spec addendum: writer election, allow_shape_mismatch, DCP plan validation, Mamba gather (props_addendum.cc).
+std::vector<Property> addendum_properties();
 /// All of them, in a fixed order.
 const std::vector<Property>& all_properties();
 /// The property called `name`, or nullptr.
 const Property* find_property(const std::string& name);
 
-/// A replayable case: `prop:<property>:<target>:rc=<reproduce>` or `prop:<property>:<target>:spec=<fixture>`,
-/// target "reference" or "mutant.<name>".
-struct Token {
-  std::string property;
-  std::string target = "reference";
-  std::string kind;     // "rc" or "spec"
-  std::string payload;  // RapidCheck's reproduce string, or a fixture name
-};
+/// "property/<name>": a property's stable check name in a repro token.
+std::string property_check_name(const std::string& property);
+/// The property a token's check names, or an error (not a property token, or a property that no
+/// longer exists: a stale token is an error, never a pass).
+Result<const Property*> property_of(const ReproToken& token);
+/// The options a failing run adds to a token so that it replays exactly: seed, cases, size, rc.
+void add_case_options(ReproToken& token, const RunParams& params, const PropertyRun& run);
 
-/// The token text.
-std::string to_string(const Token& token);
-/// Parses a token; names what is wrong.
-Result<Token> parse_token(const std::string& text);
-/// True when `text` looks like a property token (starts with "prop:").
-bool is_property_token(const std::string& text);
-
-/// The implementation a token's target names (the reference or a mutant).
-Result<std::unique_ptr<Implementation>> make_target(const std::string& target);
-
-/// A replay: the printed case, the verdict, and whether RapidCheck could regenerate it.
+/// A replay: the printed case and what the property concluded on it.
 struct Replay {
   std::string printed_case;
-  Verdict verdict;
-  bool reproduced = true;  // false: the token no longer regenerates its case (an error, not a pass)
-  std::string error;
+  Outcome outcome = Outcome::passed;  // harness_error: the token no longer regenerates its case
+  std::string verdict;                // what broke, or why there is no verdict
 };
 
-/// Replays a token against `impl`.
-Replay replay(Implementation& impl, const Token& token);
-
-/// A pinned regression file: `token: ...` and `reason: ...` lines.
-struct PinnedCase {
-  Token token;
-  std::string reason;
-};
-/// Parses a pinned-case file's text.
-Result<PinnedCase> parse_pinned(const std::string& text);
-/// The file text of a pinned case.
-std::string format_pinned(const PinnedCase& pinned);
+/// Replays the case a token names (rc=<RapidCheck reproduce string> or spec=<fixture>) against `impl`.
+Replay replay(Implementation& impl, const Property& property, const ReproToken& token);
 
 }  // namespace ih::props

@@ -1,6 +1,7 @@
 #include "harness/cli/args.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "models/text.h"
 
@@ -24,11 +25,25 @@ Result<std::int64_t> ParsedArgs::int_value(const std::string& flag, std::int64_t
   return parsed;
 }
 
+Result<std::int64_t> ParsedArgs::int_value(const std::string& flag, std::int64_t fallback, std::int64_t minimum,
+                                           std::int64_t maximum) const {
+  IH_TRY_ASSIGN(number, int_value(flag, fallback));
+  if (number < minimum || number > maximum)
+    return make_error(ErrorKind::invalid_argument, "--" + flag + " " + std::to_string(number) + " is outside [" +
+                                                       std::to_string(minimum) + ", " + std::to_string(maximum) + "]");
+  return number;
+}
+
 Result<ParsedArgs> parse_args(const std::vector<std::string>& argv, const std::vector<FlagSpec>& flags) {
   ParsedArgs out;
+  bool options_ended = false;
   for (std::size_t i = 0; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
-    if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
+    if (!options_ended && arg == "--") {
+      options_ended = true;
+      continue;
+    }
+    if (options_ended || arg.size() < 3 || arg.rfind("--", 0) != 0) {
       out.positionals.push_back(arg);
       continue;
     }
@@ -61,6 +76,40 @@ std::string usage(const std::string& synopsis, const std::vector<FlagSpec>& flag
     out += left + f.help + "\n";
   }
   return out;
+}
+
+std::optional<ParsedArgs> open_command(const std::vector<std::string>& argv, const CommandSpec& spec, int& exit_code) {
+  std::vector<FlagSpec> flags = spec.flags;
+  if (std::none_of(flags.begin(), flags.end(), [](const FlagSpec& f) { return f.name == "help"; }))
+    flags.push_back({"help", false, "show this help"});
+  auto args = parse_args(argv, flags);
+  if (args.ok() && args->has("help")) {
+    std::cout << usage(spec.synopsis, flags);
+    exit_code = kExitOk;
+    return std::nullopt;
+  }
+  std::string problem = args.ok() ? "" : args.error().message;
+  if (args.ok() && args->positionals.size() < spec.min_positionals)
+    problem = "missing argument (" + std::to_string(spec.min_positionals) + " expected)";
+  if (args.ok() && args->positionals.size() > spec.max_positionals)
+    problem = "unexpected argument '" + args->positionals[spec.max_positionals] + "'";
+  if (problem.empty()) return std::move(args).value();
+  std::cerr << "ERROR: invalid_argument: " << problem << "\n" << usage(spec.synopsis, flags);
+  exit_code = kExitBadInput;
+  return std::nullopt;
+}
+
+int report_error(const Error& error, int code) {
+  std::cerr << "ERROR: " << to_string(error.kind) << ": " << error.message << "\n";
+  return code;
+}
+
+int report_error(const Error& error) {
+  switch (outcome_of_error(error.kind)) {
+    case Outcome::timeout: return report_error(error, kExitTimeout);
+    case Outcome::harness_error: return report_error(error, kExitHarnessError);
+    default: return report_error(error, kExitBadInput);
+  }
 }
 
 }  // namespace ih::cli

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "seam/repro_token.h"
+
 namespace ih::cli {
 
 int pattern_command(const std::vector<std::string>& args);
@@ -16,8 +18,10 @@ int mutants_command(const std::vector<std::string>& args);
 int properties_command(const std::vector<std::string>& args);
 /// `pin TOKEN --reason R` writes corpus/regressions/<name>.pin; `pin --replay FILE` replays one.
 int pin_command(const std::vector<std::string>& args);
-/// Replays one property token (`prop:...`), printing the case and the verdict.
-int property_repro_command(const std::string& token);
+/// Replays one property case named by a token, printing the case and the verdict.
+int property_repro_command(const ReproToken& token);
+/// Replays any token: a property case or a gate check.
+int replay_token(const ReproToken& token);
 int roundtrip_command(const std::vector<std::string>& args);
 
 }  // namespace ih::cli

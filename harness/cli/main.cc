@@ -9,17 +9,20 @@
 
 namespace {
 
+constexpr const char* kVersion = "0.3.0";
+
 constexpr const char* kHelp =
     "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n"
     "\n"
     "commands:\n"
-    "  gate [--target reference|megatron] [--megatron-path DIR] [--mutant M]\n"
-    "                                       pinned cases, built-in scenarios, differential checks\n"
-    "  mutants --target megatron [--json]   run the gate against every adapter-side Megatron mutant\n"
+    "  gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR] [--json] [--require-all]\n"
+    "                                       pinned cases, built-in scenarios, the properties, differential checks\n"
+    "  mutants [--target reference|megatron] [--json]\n"
+    "                                       run the gate against every planted mutant of the target\n"
     "  repro TOKEN                          replay one failing check or property case (token printed on failure)\n"
-    "  properties [--list] [--seed S] [--cases N] [--json] [--mutant NAME]\n"
+    "  properties [--list] [--list-mutants] [--seed S] [--cases N] [--json] [--mutant NAME]\n"
     "                                       the property suite (RapidCheck) against the reference or a mutant\n"
-    "  pin TOKEN --reason R                 pin a property case under corpus/regressions/\n"
+    "  pin TOKEN --reason R                 pin a failing case under corpus/regressions/ (pin --replay FILE)\n"
     "  pattern maps [--json] PATTERN...     GPT layer maps of hybrid patterns ('-' reads stdin)\n"
     "  pattern make --gpt-layers N --block B [--segments S]\n"
     "  pattern check PATTERN [--gpt-layers N] [--pp P]\n"
@@ -29,7 +32,10 @@ constexpr const char* kHelp =
     "  layout gdp|mamba --d-inner-local D ... --tp T --gtp G --pad-align P --cols C [--json] [--svg F]\n"
     "                                       which rank saves which in_proj rows (GTP shard split)\n"
     "\n"
-    "exit codes: 0 ok, 1 a check failed, 2 bad input, 3 harness error, 4 timeout\n";
+    "  --version                            print the version\n"
+    "\n"
+    "exit codes: 0 ok, 1 a check failed (a finding), 2 bad input, 3 harness error, 4 timeout,\n"
+    "            5 nothing could run here (every check NOT RUN)\n";
 
 }  // namespace
 
@@ -48,6 +54,10 @@ int main(int argc, char** argv) {
     if (command == "properties") return properties_command(rest);
     if (command == "pin") return pin_command(rest);
     if (command == "roundtrip") return roundtrip_command(rest);
+    if (command == "--version" || command == "version") {
+      std::cout << "interop-harness " << kVersion << "\n";
+      return kExitOk;
+    }
     if (command == "help" || command == "--help" || command == "-h") {
       std::cout << kHelp;
       return kExitOk;

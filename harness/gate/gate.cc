@@ -1,60 +1,157 @@
 #include "harness/gate/gate.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace ih::gate {
 
-std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, std::ostream& progress) {
+Check Check::simple(std::string group, std::string name, std::function<Result<std::string>(Implementation&)> body) {
+  return Check{std::move(group), std::move(name), [body = std::move(body)](Implementation& target) {
+                 return answer_of(body(target));
+               }};
+}
+
+CheckAnswer answer_of(const Result<std::string>& result) {
+  CheckAnswer answer;
+  if (!result.ok()) {
+    answer.outcome = outcome_of_error(result.error().kind);
+    answer.detail = std::string(to_string(result.error().kind)) + ": " + result.error().message;
+  } else if (!result->empty()) {
+    answer.outcome = Outcome::failed;
+    answer.detail = *result;
+  }
+  return answer;
+}
+
+Result<std::vector<Check>> with_unique_names(std::vector<Check> checks) {
+  std::set<std::string> seen;
+  for (const Check& check : checks)
+    if (!seen.insert(check.check_name()).second)
+      return make_error(ErrorKind::invalid_argument, "two gate checks are called '" + check.check_name() +
+                                                         "' (a pinned case listed twice?): a token must name one check");
+  return checks;
+}
+
+const PinnedCase* KnownFindings::match(const ReproToken& token) const {
+  for (const PinnedCase& finding : findings)
+    if (finding.token.check == token.check && finding.token.target() == token.target() &&
+        finding.token.option("mutant") == token.option("mutant"))
+      return &finding;
+  return nullptr;
+}
+
+Result<KnownFindings> load_known_findings(const std::string& corpus_dir) {
+  KnownFindings known;
+  const std::filesystem::path dir = std::filesystem::path(corpus_dir) / "findings";
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) return known;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error))
+    if (entry.path().extension() == ".finding") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto pinned = parse_pinned(text.str());
+    if (!pinned.ok()) return pinned.error().with_context(file.string());
+    known.findings.push_back(*pinned);
+  }
+  return known;
+}
+
+namespace {
+
+CheckResult run_one(Implementation& target, const Check& check, const ReproToken& base, const KnownFindings& known) {
+  const auto start = std::chrono::steady_clock::now();
+  CheckResult result{check.group, check.name, check.run(target), base, std::nullopt, 0};
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.token.check = check.check_name();
+  if (result.answer.case_token) {
+    for (const auto& [name, value] : base.options) result.answer.case_token->options.emplace(name, value);
+    result.token = *result.answer.case_token;
+  }
+  if (const PinnedCase* finding = known.match(result.token)) {
+    if (result.answer.outcome == Outcome::failed) {
+      result.answer.outcome = Outcome::known_finding;
+      result.known_finding = finding->reason;
+    } else if (result.answer.outcome == Outcome::passed) {
+      result.answer.detail = "the known finding pinned for this check no longer reproduces (" + finding->reason +
+                             "): remove its pin from corpus/findings/";
+    }
+  }
+  return result;
+}
+
+std::string progress_word(const CheckResult& r) {
+  switch (r.answer.outcome) {
+    case Outcome::passed: return r.answer.detail.empty() ? "ok" : "ok (known finding no longer reproduces)";
+    case Outcome::failed: return "FAILED";
+    case Outcome::not_run: return "NOT RUN";
+    case Outcome::known_finding: return "known finding";
+    case Outcome::harness_error: return "HARNESS ERROR";
+    case Outcome::timeout: return "TIMEOUT";
+  }
+  return "?";
+}
+
+constexpr std::array<Outcome, 6> kColumns = {Outcome::passed,  Outcome::failed,        Outcome::known_finding,
+                                             Outcome::not_run, Outcome::harness_error, Outcome::timeout};
+
+}  // namespace
+
+std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
+                                    const KnownFindings& known, std::ostream& progress) {
   std::vector<CheckResult> results;
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    const Check& check = checks[i];
-    const auto start = std::chrono::steady_clock::now();
-    auto outcome = check.run(target);
-    CheckResult result;
-    result.group = check.group;
-    result.name = check.name;
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!outcome.ok()) {
-      const bool unsupported = outcome.error().kind == ErrorKind::unsupported;
-      result.verdict = unsupported ? CheckResult::Verdict::unsupported : CheckResult::Verdict::failed;
-      result.detail = std::string(to_string(outcome.error().kind)) + ": " + outcome.error().message;
-    } else if (!outcome->empty()) {
-      result.verdict = CheckResult::Verdict::failed;
-      result.detail = *outcome;
-    }
-    progress << "INFO: [" << i + 1 << "/" << checks.size() << "] " << check.group << ": " << check.name << " ... "
-             << (result.verdict == CheckResult::Verdict::passed ? "ok"
-                 : result.verdict == CheckResult::Verdict::failed ? "FAILED" : "not supported by target")
-             << "\n";
-    results.push_back(std::move(result));
+    progress << "INFO: [" << i + 1 << "/" << checks.size() << "] " << checks[i].group << ": " << checks[i].name << " ... "
+             << std::flush;
+    results.push_back(run_one(target, checks[i], base, known));
+    progress << progress_word(results.back()) << "\n";
   }
   return results;
 }
 
 std::string summary_table(const std::vector<CheckResult>& results) {
-  struct Counts { int passed = 0, failed = 0, unsupported = 0; double seconds = 0; };
-  std::map<std::string, Counts> groups;
+  std::map<std::string, std::map<Outcome, int>> counts;
+  std::map<std::string, double> seconds;
   std::vector<std::string> order;
   for (const CheckResult& r : results) {
-    if (!groups.count(r.group)) order.push_back(r.group);
-    Counts& c = groups[r.group];
-    c.seconds += r.seconds;
-    (r.verdict == CheckResult::Verdict::passed ? c.passed : r.verdict == CheckResult::Verdict::failed ? c.failed : c.unsupported)++;
+    if (!counts.count(r.group)) order.push_back(r.group);
+    ++counts[r.group][r.answer.outcome];
+    seconds[r.group] += r.seconds;
   }
   std::ostringstream out;
-  out << std::left << std::setw(28) << "group" << std::right << std::setw(8) << "passed" << std::setw(8) << "failed"
-      << std::setw(13) << "unsupported" << std::setw(10) << "seconds" << "\n";
-  for (const std::string& name : order) {
-    const Counts& c = groups[name];
-    out << std::left << std::setw(28) << name << std::right << std::setw(8) << c.passed << std::setw(8) << c.failed
-        << std::setw(13) << c.unsupported << std::setw(10) << std::fixed << std::setprecision(3) << c.seconds << "\n";
+  out << std::left << std::setw(22) << "group" << std::right;
+  for (Outcome o : kColumns) out << std::setw(15) << to_string(o);
+  out << std::setw(10) << "seconds" << "\n";
+  for (const std::string& group : order) {
+    out << std::left << std::setw(22) << group << std::right;
+    for (Outcome o : kColumns) out << std::setw(15) << counts[group][o];
+    out << std::setw(10) << std::fixed << std::setprecision(3) << seconds[group] << "\n";
   }
   for (const CheckResult& r : results) {
-    if (r.verdict == CheckResult::Verdict::failed) out << "FAILED " << r.group << ": " << r.name << "\n      " << r.detail << "\n";
-    if (r.verdict == CheckResult::Verdict::unsupported) out << "NOT RUN (unsupported by target) " << r.group << ": " << r.name << "\n";
+    const std::string where = r.group + ": " + r.name;
+    switch (r.answer.outcome) {
+      case Outcome::failed:
+        out << "FAILED " << where << "\n      " << r.answer.detail << "\n";
+        if (!r.answer.minimal_case.empty()) out << "      minimal case: " << r.answer.minimal_case << "\n";
+        break;
+      case Outcome::known_finding: out << "KNOWN FINDING " << where << "\n      " << *r.known_finding << "\n"; break;
+      case Outcome::not_run: out << "NOT RUN " << where << "\n      " << r.answer.detail << "\n"; break;
+      case Outcome::harness_error: out << "HARNESS ERROR (no verdict) " << where << "\n      " << r.answer.detail << "\n"; break;
+      case Outcome::timeout: out << "TIMEOUT (no verdict) " << where << "\n      " << r.answer.detail << "\n"; break;
+      case Outcome::passed:
+        if (!r.answer.detail.empty()) out << "STALE FINDING " << where << "\n      " << r.answer.detail << "\n";
+        break;
+    }
   }
   return out.str();
 }

@@ -1,29 +1,52 @@
-// The gate: pinned cases and built-in scenarios run against one Implementation, with progress
-// lines and a summary table. The same checks judge the reference, a mutant or a real Megatron.
+// The gate: pinned cases, built-in scenarios, the property suite and differential checks run against
+// one Implementation, each ending in a typed Outcome, with progress lines and a summary table. The
+// same checks judge the reference, a planted mutant or a real Megatron.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "seam/implementation.h"
+#include "seam/outcome.h"
+#include "seam/repro_token.h"
 
 namespace ih::gate {
+
+/// What one check concluded.
+struct CheckAnswer {
+  Outcome outcome = Outcome::passed;
+  std::string detail;                   // the first disagreement, or why there is no verdict
+  std::string minimal_case;             // the smallest input that shows it (properties: the shrunk case)
+  std::optional<ReproToken> case_token; // a token naming exactly the failing case (properties: rc=...)
+  std::optional<std::string> layout_svg;// a picture of the failing layout, when there is one
+};
+
+/// One named check. `name` is stable: tokens and known findings refer to it, never to a position.
+struct Check {
+  std::string group;
+  std::string name;
+  std::function<CheckAnswer(Implementation&)> run;
+
+  /// A check that answers "" when it holds, else what went wrong; an error answer is typed by its
+  /// kind (unsupported: not run; timeout; harness error; anything else: a finding).
+  static Check simple(std::string group, std::string name, std::function<Result<std::string>(Implementation&)> body);
+  /// "gate/<group>/<name>".
+  std::string check_name() const { return gate_check_name(group, name); }
+};
+
+/// The answer of a simple check's result.
+CheckAnswer answer_of(const Result<std::string>& result);
 
 struct CheckResult {
   std::string group;
   std::string name;
-  enum class Verdict { passed, failed, unsupported } verdict = Verdict::passed;
-  std::string detail;  // the first disagreement, readable
+  CheckAnswer answer;
+  ReproToken token;             // replays this check (or, for properties, its failing case)
+  std::optional<std::string> known_finding;  // the reason of the pinned finding this failure matches
   double seconds = 0;
-};
-
-/// One named check; it returns "" when it passes, else what went wrong.
-struct Check {
-  std::string group;
-  std::string name;
-  std::function<Result<std::string>(Implementation&)> run;
 };
 
 /// Pinned layer-map cases from corpus/pinned/layer_maps.jsonl (expected answers from the spec).
@@ -36,9 +59,22 @@ std::vector<Check> differential_checks();
 /// Split factory chunks, Megatron's validation verdicts and FSDP trees, reference vs target.
 std::vector<Check> layout_differential_checks();
 
-/// Runs the checks, printing "INFO: [i/n] group: name ... ok|FAILED" to `progress`.
-std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, std::ostream& progress);
-/// A table of groups with passed / failed / unsupported counts, then every failure's detail.
+/// Refuses two checks with one name: a token must name exactly one check.
+Result<std::vector<Check>> with_unique_names(std::vector<Check> checks);
+
+/// Known findings: pinned failures of a target, each with its reason (corpus/findings/*.finding).
+struct KnownFindings {
+  std::vector<PinnedCase> findings;
+  /// The finding pinned for `token`'s check on `token`'s target, if any.
+  const PinnedCase* match(const ReproToken& token) const;
+};
+Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
+
+/// Runs the checks, printing "INFO: [i/n] group: name ... <outcome>" to `progress`. `base` carries
+/// the target and budget options every token of this run gets.
+std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
+                                    const KnownFindings& known, std::ostream& progress);
+/// A table of groups with counts per outcome, then every failure's detail and every NOT RUN reason.
 std::string summary_table(const std::vector<CheckResult>& results);
 
 }  // namespace ih::gate

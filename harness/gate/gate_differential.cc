@@ -199,11 +199,11 @@ Result<std::string> check_fsdp(Implementation& target) {
 }  // namespace
 
 std::vector<Check> differential_checks() {
-  return {{"differential", "layer maps, all patterns up to length 4 over M*-E|/DG+X", check_layer_maps},
-          {"differential", "parse, all patterns up to length 4 over M*D|/X", check_parse},
-          {"differential", "pipeline segments, patterns up to length 4, PP 1-3, VPP, first/last", check_segments},
-          {"differential", "retarget: edge entries and synthetic TP/EP state dicts", check_retarget},
-          {"differential", "FSDP explicit keys with and without checkpoint keys", check_fsdp}};
+  return {Check::simple("differential", "layer maps, all patterns up to length 4 over M*-E|/DG+X", check_layer_maps),
+          Check::simple("differential", "parse, all patterns up to length 4 over M*D|/X", check_parse),
+          Check::simple("differential", "pipeline segments, patterns up to length 4, PP 1-3, VPP, first/last", check_segments),
+          Check::simple("differential", "retarget: edge entries and synthetic TP/EP state dicts", check_retarget),
+          Check::simple("differential", "FSDP explicit keys with and without checkpoint keys", check_fsdp)};
 }
 
 }  // namespace ih::gate

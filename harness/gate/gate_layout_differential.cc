@@ -193,11 +193,11 @@ Result<std::string> check_gtp_pieces(Implementation& target) {
 }  // namespace
 
 std::vector<Check> layout_differential_checks() {
-  return {{"differential", "split factory chunks, GDP layouts, TP 1/2/4, every rank", check_split_chunks},
-          {"differential", "Megatron validation verdicts on valid and planted-broken saves", check_megatron_validation},
-          {"differential", "FSDP model and optimizer trees, with and without checkpoint keys", check_fsdp_trees},
-          {"differential", "GTP padding, D 1-130 x G 1-64 x p 0/16/32 and the spec's production sizes", check_gtp_padding},
-          {"differential", "GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G", check_gtp_pieces}};
+  return {Check::simple("differential", "split factory chunks, GDP layouts, TP 1/2/4, every rank", check_split_chunks),
+          Check::simple("differential", "Megatron validation verdicts on valid and planted-broken saves", check_megatron_validation),
+          Check::simple("differential", "FSDP model and optimizer trees, with and without checkpoint keys", check_fsdp_trees),
+          Check::simple("differential", "GTP padding, D 1-130 x G 1-64 x p 0/16/32 and the spec's production sizes", check_gtp_padding),
+          Check::simple("differential", "GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G", check_gtp_pieces)};
 }
 
 }  // namespace ih::gate

@@ -121,7 +121,7 @@ bool same_answer(const json::Json& got, const json::Json& want) {
 std::vector<Check> retarget_scenario_checks() {
   std::vector<Check> out;
   for (const Scenario& s : scenarios())
-    out.push_back({"retarget round trip", s.name, [s](Implementation& target) { return run_scenario(target, s); }});
+    out.push_back(Check::simple("retarget round trip", s.name, [s](Implementation& target) { return run_scenario(target, s); }));
   return out;
 }
 
@@ -137,11 +137,12 @@ Result<std::vector<Check>> pinned_layer_map_checks(const std::string& corpus_dir
     if (!want.ok() || !want->contains("pattern"))
       return make_error(ErrorKind::bad_json, path + ":" + std::to_string(number) + ": not a pinned layer-map case");
     const std::string pattern = (*want)["pattern"].get<std::string>();
-    out.push_back({"pinned layer maps", "'" + pattern + "'", [pattern, want = *want](Implementation& target) -> Result<std::string> {
-                     const json::Json got = json::layer_maps_to_json(pattern, target.layer_maps(std::string_view(pattern)));
-                     if (same_answer(got, want)) return std::string();
-                     return "expected " + json::dump(want) + "\n      got      " + json::dump(got);
-                   }});
+    out.push_back(Check::simple("pinned layer maps", "'" + pattern + "'",
+                                [pattern, want = *want](Implementation& target) -> Result<std::string> {
+                                  const json::Json got = json::layer_maps_to_json(pattern, target.layer_maps(std::string_view(pattern)));
+                                  if (same_answer(got, want)) return std::string();
+                                  return "expected " + json::dump(want) + "\n      got      " + json::dump(got);
+                                }));
   }
   return out;
 }

@@ -1,0 +1,194 @@
+#include "harness/report/gate_report.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "codec/json_codec.h"
+
+namespace ih::report {
+namespace {
+
+std::string repro_line(const gate::CheckResult& r) { return "interop-harness repro " + to_string(r.token); }
+
+bool has_repro(const gate::CheckResult& r) {
+  return r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::known_finding ||
+         r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
+}
+
+std::string xml_escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 has no other control characters; a minimal case may carry them.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') out += "?";
+        else out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+std::map<Outcome, int> counts_of(const std::vector<gate::CheckResult>& results) {
+  std::map<Outcome, int> counts;
+  for (const auto& r : results) ++counts[r.answer.outcome];
+  return counts;
+}
+
+std::string verdict_word(int exit_code) {
+  switch (exit_code) {
+    case kExitOk: return "PASSED";
+    case kExitCheckFailed: return "FAILED";
+    case kExitHarnessError: return "HARNESS ERROR";
+    case kExitTimeout: return "TIMEOUT";
+    case kExitNothingRan: return "NOTHING RAN";
+    default: return "ERROR";
+  }
+}
+
+}  // namespace
+
+std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+  json::Json checks = json::Json::array();
+  for (const auto& r : results) {
+    json::Json check{{"name", gate_check_name(r.group, r.name)},
+                     {"group", r.group},
+                     {"title", r.name},
+                     {"outcome", std::string(to_string(r.answer.outcome))},
+                     {"seconds", r.seconds}};
+    if (!r.answer.detail.empty()) check["detail"] = r.answer.detail;
+    if (!r.answer.minimal_case.empty()) check["minimal_case"] = r.answer.minimal_case;
+    if (r.known_finding) check["known_finding"] = *r.known_finding;
+    if (has_repro(r)) check["repro"] = repro_line(r);
+    checks.push_back(std::move(check));
+  }
+  json::Json counts = json::Json::object();
+  for (const auto& [outcome, n] : counts_of(results)) counts[std::string(to_string(outcome))] = n;
+  const json::Json report{{"ok", run.exit_code == kExitOk},
+                          {"verdict", verdict_word(run.exit_code)},
+                          {"exit_code", run.exit_code},
+                          {"target", run.target},
+                          {"seed", run.seed},
+                          {"property_cases", run.property_cases},
+                          {"require_all", run.require_all},
+                          {"counts", counts},
+                          {"checks", checks}};
+  return json::dump(report) + "\n";
+}
+
+std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+  auto counts = counts_of(results);
+  double seconds = 0;
+  for (const auto& r : results) seconds += r.seconds;
+  std::ostringstream out;
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<testsuites name=\"interop-harness gate\" tests=\"" << results.size() << "\" failures=\""
+      << counts[Outcome::failed] << "\" errors=\"" << counts[Outcome::harness_error] + counts[Outcome::timeout]
+      << "\" skipped=\"" << counts[Outcome::not_run] << "\" time=\"" << seconds << "\">\n"
+      << "  <testsuite name=\"gate\" tests=\"" << results.size() << "\" failures=\"" << counts[Outcome::failed]
+      << "\" errors=\"" << counts[Outcome::harness_error] + counts[Outcome::timeout] << "\" skipped=\""
+      << counts[Outcome::not_run] << "\" time=\"" << seconds << "\">\n"
+      << "    <properties>\n"
+      << "      <property name=\"target\" value=\"" << xml_escaped(run.target) << "\"/>\n"
+      << "      <property name=\"seed\" value=\"" << run.seed << "\"/>\n"
+      << "      <property name=\"property_cases\" value=\"" << run.property_cases << "\"/>\n"
+      << "    </properties>\n";
+  for (const auto& r : results) {
+    out << "    <testcase classname=\"" << xml_escaped("gate." + r.group) << "\" name=\"" << xml_escaped(r.name)
+        << "\" time=\"" << r.seconds << "\"";
+    const std::string body = r.answer.detail + (r.answer.minimal_case.empty() ? "" : "\nminimal case: " + r.answer.minimal_case) +
+                             (has_repro(r) ? "\nREPRO: " + repro_line(r) : "");
+    switch (r.answer.outcome) {
+      case Outcome::passed: out << "/>\n"; continue;
+      case Outcome::failed:
+        out << ">\n      <failure message=\"" << xml_escaped(r.answer.detail.substr(0, 200)) << "\">"
+            << xml_escaped(body) << "</failure>\n";
+        break;
+      case Outcome::not_run:
+        out << ">\n      <skipped message=\"" << xml_escaped("not run: " + r.answer.detail) << "\"/>\n";
+        break;
+      case Outcome::known_finding:
+        out << ">\n      <system-out>" << xml_escaped("known finding: " + *r.known_finding + "\n" + body) << "</system-out>\n";
+        break;
+      case Outcome::harness_error:
+      case Outcome::timeout:
+        out << ">\n      <error type=\"" << to_string(r.answer.outcome) << "\" message=\""
+            << xml_escaped(r.answer.detail.substr(0, 200)) << "\">" << xml_escaped(body) << "</error>\n";
+        break;
+    }
+    out << "    </testcase>\n";
+  }
+  out << "  </testsuite>\n</testsuites>\n";
+  return out.str();
+}
+
+std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+  auto counts = counts_of(results);
+  std::ostringstream out;
+  out << "## interop-harness gate: " << verdict_word(run.exit_code) << "\n\n"
+      << "Target: `" << markdown_cell(run.target) << "`  \nSeed " << run.seed << ", " << run.property_cases
+      << " cases per property" << (run.require_all ? ", every check required to run" : "") << ".\n\n"
+      << "| passed | failed | known finding | not run | harness error | timeout |\n|---|---|---|---|---|---|\n"
+      << "| " << counts[Outcome::passed] << " | " << counts[Outcome::failed] << " | " << counts[Outcome::known_finding]
+      << " | " << counts[Outcome::not_run] << " | " << counts[Outcome::harness_error] << " | " << counts[Outcome::timeout]
+      << " |\n";
+  bool header = false;
+  for (const auto& r : results) {
+    if (r.answer.outcome == Outcome::passed) continue;
+    if (!header) out << "\n| outcome | check | detail | repro |\n|---|---|---|---|\n", header = true;
+    const std::string detail = r.known_finding ? *r.known_finding : r.answer.detail;
+    out << "| " << to_string(r.answer.outcome) << " | " << markdown_cell(r.group + ": " + r.name) << " | "
+        << markdown_cell(detail.substr(0, 300)) << " | " << (has_repro(r) ? "`" + repro_line(r) + "`" : "") << " |\n";
+  }
+  return out.str();
+}
+
+Status write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return make_error(ErrorKind::invalid_argument, "cannot write " + path);
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::remove(temporary.c_str());
+    return make_error(ErrorKind::invalid_argument, "cannot write " + path + ": " + error.message());
+  }
+  return Ok{};
+}
+
+Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return make_error(ErrorKind::invalid_argument, "--report " + dir + ": cannot create the folder: " + error.message());
+  const std::filesystem::path base(dir);
+  IH_TRY_STATUS(write_file_atomically((base / "junit.xml").string(), gate_junit(run, results)));
+  IH_TRY_STATUS(write_file_atomically((base / "report.json").string(), gate_json(run, results)));
+  IH_TRY_STATUS(write_file_atomically((base / "summary.md").string(), gate_markdown(run, results)));
+  int picture = 0;
+  for (const auto& r : results)
+    if (r.answer.layout_svg && r.answer.outcome != Outcome::passed)
+      IH_TRY_STATUS(write_file_atomically((base / ("layout-" + std::to_string(++picture) + ".svg")).string(), *r.answer.layout_svg));
+  return Ok{};
+}
+
+}  // namespace ih::report

@@ -1,0 +1,33 @@
+// The gate's verdict for machines and people: a JSON report, JUnit XML (one testcase per check),
+// and a Markdown summary for a CI job page. Written whole or not at all (temporary file + rename).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/gate/gate.h"
+#include "models/result.h"
+
+namespace ih::report {
+
+/// What the run was: printed first by the gate, and the header of every report.
+struct GateRun {
+  std::string target;       // describe_target()
+  std::uint64_t seed = 0;
+  std::int64_t property_cases = 0;
+  bool require_all = false;
+  int exit_code = 0;
+};
+
+std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results);
+std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results);
+std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results);
+
+/// Writes junit.xml, report.json and summary.md (and one SVG per failing layout) into `dir`,
+/// creating it; names the file it could not write.
+Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results);
+
+/// Writes `text` to `path` through a temporary file and a rename, so a reader never sees half a file.
+Status write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace ih::report

@@ -1,0 +1,35 @@
+// What a check runs against: the reference, the reference with one planted C++ mutant, or a real
+// Megatron (the installed package or a checkout) with one adapter-side mutant. One place turns the
+// command line or a repro token into an Implementation, so `--mutant NAME` means the same in every
+// command and a token replays against exactly the target it was printed for.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "seam/implementation.h"
+#include "seam/repro_token.h"
+
+namespace ih {
+
+struct TargetSpec {
+  std::string target = "reference";          // reference | megatron
+  std::optional<std::string> mutant;         // a planted bug (C++ registry for reference, Python for megatron)
+  std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
+};
+
+/// The target options of a token (target, mutant, megatron-path).
+TargetSpec target_of(const ReproToken& token);
+/// Writes the target options into a token.
+void add_target_options(ReproToken& token, const TargetSpec& spec);
+
+/// Checks the spec before any work: a known target, a known C++ mutant, a --megatron-path that holds
+/// megatron/core. Bad input is invalid_argument.
+Result<TargetSpec> validated(TargetSpec spec);
+/// Starts the target (for megatron: the adapter subprocess and its handshake).
+Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& spec);
+/// One line naming the target: for Megatron its path, version and git revision when known.
+std::string describe_target(const Implementation& target, const TargetSpec& spec);
+
+}  // namespace ih

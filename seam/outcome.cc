@@ -1,0 +1,37 @@
+#include "seam/outcome.h"
+
+#include <algorithm>
+
+namespace ih {
+
+std::string_view to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::passed: return "passed";
+    case Outcome::failed: return "failed";
+    case Outcome::not_run: return "not run";
+    case Outcome::known_finding: return "known finding";
+    case Outcome::harness_error: return "harness error";
+    case Outcome::timeout: return "timeout";
+  }
+  return "?";
+}
+
+Outcome outcome_of_error(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::unsupported: return Outcome::not_run;
+    case ErrorKind::timeout: return Outcome::timeout;
+    case ErrorKind::harness_error: return Outcome::harness_error;
+    default: return Outcome::failed;
+  }
+}
+
+int exit_code_of(const std::vector<Outcome>& outcomes) {
+  const auto any = [&](Outcome o) { return std::find(outcomes.begin(), outcomes.end(), o) != outcomes.end(); };
+  if (any(Outcome::harness_error)) return kExitHarnessError;
+  if (any(Outcome::timeout)) return kExitTimeout;
+  if (any(Outcome::failed)) return kExitCheckFailed;
+  const bool nothing_ran = std::all_of(outcomes.begin(), outcomes.end(), [](Outcome o) { return o == Outcome::not_run; });
+  return nothing_ran ? kExitNothingRan : kExitOk;
+}
+
+}  // namespace ih
