@@ -69,9 +69,17 @@ struct LoadPlan {
   std::string key;
   Shape global_shape;
   std::vector<ReadBox> reads;
+  /// The stored shape the reads index (== global_shape unless allow_shape_mismatch found another).
+  Shape stored_shape;
+  /// allow_shape_mismatch only: requested boxes no stored chunk covers, in the request's local
+  /// coordinates. Megatron zero-fills the request before DCP reads, so these stay zero.
+  std::vector<Box> zero_fill;
 };
 
-/// Resolves `request` against the index; a request not fully covered is load_not_covered naming
+/// Resolves `request` against the index (spec 3.9, addendum B). A key stored under another global
+/// shape is global_shape_mismatch unless the request has allow_shape_mismatch: then the reads are
+/// the overlaps with the key's stored chunks (DCP's size is the first saver's) and every other
+/// requested element is zero-filled, never refused. Otherwise a request not fully covered is load_not_covered naming
 /// the key, the requested box and the first uncovered box.
 Result<LoadPlan> resolve_load_plan(const ChunkIndex& index, const ShardedTensor& request);
 

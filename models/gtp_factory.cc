@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "models/gtp_layout.h"
+#include "models/checked_math.h"
 #include "models/split_factory.h"
 
 namespace ih {
@@ -120,10 +121,25 @@ Result<ShardedTensorFactory> make_gather_factory(const GtpFactoryParams& params,
   return ShardedTensorFactory{params.key, gathered, params.replica_id, builder, {}};
 }
 
+/// Mamba's in_proj asked for the shard split still gathers (spec 4.10, addendum E). Its gathered
+/// tensor is re-described with (0, 0, rank in metadata["dp_cp_group"]), the GTP-inclusive DP x CP
+/// group: with the GTP axis next to TP that rank is g + G * d, d being the GTP-excluded rank the
+/// shard-split id carries.
+Result<ShardedTensorFactory> make_mamba_gather_factory(GtpSaveDesign asked, GtpFactoryParams params,
+                                                       const GtpPadding& padding) {
+  if (asked == GtpSaveDesign::shard_split) {
+    const std::int64_t d = params.replica_id.coords.empty() ? 0 : params.replica_id.coords.back();
+    IH_TRY_ASSIGN(scaled, checked_mul(params.gtp_size, d, "G * dp rank"));
+    params.replica_id = ReplicaId::tuple({0, 0, scaled + params.gtp_rank});
+  }
+  return make_gather_factory(params, padding);
+}
+
 }  // namespace
 
 Result<ShardedTensorFactory> make_gtp_factory(GtpSaveDesign design, const GtpFactoryParams& params) {
   IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  if (params.mixer == GtpMixer::mamba) return make_mamba_gather_factory(design, params, padding);
   if (design == GtpSaveDesign::gather) return make_gather_factory(params, padding);
   IH_TRY_ASSIGN(plan, gtp_piece_plan(params.layout, padding, params.tp_size, params.tp_rank, params.gtp_rank));
   auto builder = std::make_shared<GtpShardSplitBuilder>(params.layout, std::move(plan), padding.shard_rows,

@@ -90,8 +90,45 @@ Result<GtpPadding> gtp_padding_of(const GtpFactoryParams& params) {
   return padding;
 }
 
+namespace {
+
+/// With an election world: t, g from the grid the parameter lives on (they must agree with the
+/// params), the expert axis for routed experts, and the elected replica_id (spec addendum A).
+Result<ShardedTensor> elected_composite_tensor(const GtpFactoryParams& params, const GtpPadding& padding) {
+  const GtpElection& e = *params.election;
+  IH_TRY_ASSIGN(grid, election_model_grid(e));
+  const std::int64_t t = grid.coordinate(e.global_rank, "tp"), g = grid.coordinate(e.global_rank, "gtp_remat");
+  if (grid.size("tp") != params.tp_size || grid.size("gtp_remat") != params.gtp_size || t != params.tp_rank ||
+      g != params.gtp_rank)
+    return make_error(ErrorKind::invalid_layout_parameter,
+                      "rank " + std::to_string(e.global_rank) + " of grid " + grid.to_string() + " is (t=" +
+                          std::to_string(t) + ", g=" + std::to_string(g) + "), the params say (t=" +
+                          std::to_string(params.tp_rank) + " of " + std::to_string(params.tp_size) + ", g=" +
+                          std::to_string(params.gtp_rank) + " of " + std::to_string(params.gtp_size) + ")");
+  IH_TRY_ASSIGN(replica, gtp_entry_replica_id(e));
+  IH_TRY_ASSIGN(fragments, checked_mul(params.tp_size, params.gtp_size, "T*G"));
+  std::vector<AxisOffset> offsets;
+  std::int64_t prepend = 0;
+  if (e.expert) {
+    IH_TRY_STATUS(require_positive(e.local_experts, "local_experts"));
+    if (e.expert_local_index < 0 || e.expert_local_index >= e.local_experts)
+      return make_error(ErrorKind::invalid_layout_parameter, "expert_local_index outside [0, local_experts)");
+    IH_TRY_ASSIGN(experts, checked_mul(grid.size("ep"), e.local_experts, "E = ep * local_experts"));
+    offsets.push_back({0, grid.coordinate(e.global_rank, "ep") * e.local_experts + e.expert_local_index, experts});
+    prepend = 1;
+  }
+  offsets.push_back({prepend, t * params.gtp_size + g, fragments});
+  IH_TRY_ASSIGN(tensor, ShardedTensor::from_rank_offsets(params.key, {padding.shard_rows, params.cols}, offsets,
+                                                         replica, prepend, params.shard, params.dtype));
+  tensor.allow_shape_mismatch = padding.pad > 0;
+  return tensor;
+}
+
+}  // namespace
+
 Result<ShardedTensor> gtp_composite_tensor(const GtpFactoryParams& params) {
   IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  if (params.election) return elected_composite_tensor(params, padding);
   IH_TRY_ASSIGN(fragments, checked_mul(params.tp_size, params.gtp_size, "T*G"));
   const std::int64_t slot = params.tp_rank * params.gtp_size + params.gtp_rank;
   IH_TRY_ASSIGN(tensor, ShardedTensor::from_rank_offsets(params.key, {padding.shard_rows, params.cols},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/gdp_layout.h"
+#include "models/gtp_election.h"
 #include "models/state_tree.h"
 
 namespace ih {
@@ -60,6 +61,10 @@ Result<GtpSaveDesign> parse_gtp_design(const std::string& text);
 /// "gather" or "shard-split".
 std::string to_string(GtpSaveDesign design);
 
+/// Which mixer owns the in_proj. Mamba keeps the gather design whatever design GDP uses
+/// (mamba_mixer.py gathers under GTP; the PR changes only the GDP mixer; spec 4.10).
+enum class GtpMixer { gdp, mamba };
+
 /// Everything one (t, g) rank knows when it builds its in_proj factory.
 struct GtpFactoryParams {
   std::string key;                 // e.g. decoder.layers.3.mixer.in_proj.weight
@@ -74,6 +79,11 @@ struct GtpFactoryParams {
   ReplicaId replica_id = ReplicaId::tuple({0, 0, 0});
   std::optional<TensorValue> shard;  // this rank's (R, C) parameter shard; nullopt = metadata only
   std::uint64_t gather_storage = 0;  // gather design: storage id of the all-gather buffer (0: derived)
+  GtpMixer mixer = GtpMixer::gdp;    // mamba: the gather design is built whatever design is asked
+  /// The world behind the parameter entry's writer election (spec addendum A). When set,
+  /// gtp_param_entry takes t, g (and the expert axis) from the grid and elects the replica_id
+  /// itself instead of using `replica_id`.
+  std::optional<GtpElection> election;
 };
 
 /// The padding of `params` (D from the layout), with parameter checks naming the field.

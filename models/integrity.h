@@ -81,6 +81,10 @@ void check_object_key(const std::string& key, const std::vector<const RankedObje
 struct MegatronValidation {
   std::optional<std::string> assertion;  // an assert fired (the run aborts there)
   std::vector<std::string> errors;       // collected "Invalid access pattern ..." messages
+  /// What PyTorch DCP's coordinator then concludes on the main replicas' save plans
+  /// (_validate_global_plan, models/dcp_plan.h); nullopt where the implementation does not say.
+  /// A real save reaches it only when the checks above pass (or validation is off).
+  std::optional<std::vector<std::string>> dcp_plan_errors;
   /// Ok, sharding_assertion, or invalid_sharding_pattern with every error joined.
   Status status() const;
 };

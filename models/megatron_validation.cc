@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "models/dcp_plan.h"
 #include "models/integrity.h"
 #include "models/text.h"
 
@@ -88,7 +89,9 @@ Status MegatronValidation::status() const {
   return make_error(ErrorKind::invalid_sharding_pattern, "Invalid sharding pattern validation. Errors: " + joined);
 }
 
-MegatronValidation megatron_validate_sharding(const GlobalMetadata& metadata) {
+namespace {
+
+MegatronValidation megatron_checks(const GlobalMetadata& metadata) {
   std::vector<std::string> order;  // keys in first-appearance order, like Python's defaultdict
   std::map<std::string, std::vector<const RankedTensor*>> tensors;
   std::map<std::string, std::vector<const RankedObject*>> objects;
@@ -122,6 +125,14 @@ MegatronValidation megatron_validate_sharding(const GlobalMetadata& metadata) {
                            std::to_string(counts->first) + " chunks never written, " + std::to_string(counts->second) +
                            " written more than once");
   }
+  return out;
+}
+
+}  // namespace
+
+MegatronValidation megatron_validate_sharding(const GlobalMetadata& metadata) {
+  MegatronValidation out = megatron_checks(metadata);
+  out.dcp_plan_errors = dcp_validate_save_plan(metadata).errors;
   return out;
 }
 

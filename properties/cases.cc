@@ -17,6 +17,13 @@ std::ostream& operator<<(std::ostream& os, const RankLayout& l) {
 
 }  // namespace
 
+std::ostream& operator<<(std::ostream& os, const ElectionCase& c) {
+  os << "world tp=" << c.tp << " gtp=" << c.gtp << " cp=" << c.cp << " dp=" << c.dp;
+  if (c.expert) os << "; expert weight etp=" << c.etp << " ep=" << c.ep << " egtp=" << c.egtp;
+  return os << "; groups from " << c.source << "; rows=" << c.rows << " pad_alignment=" << c.pad_alignment
+            << " cols=" << c.cols;
+}
+
 std::ostream& operator<<(std::ostream& os, const PatternCase& c) {
   return os << "pattern '" << c.pattern << "' (layers '" << c.layers << "', pp " << c.pp << ")";
 }

@@ -76,6 +76,20 @@ struct KeyRulesCase {
   std::vector<std::string> keys;
 };
 
+/// A world of dense (TP x GTP x CP x DP) and expert (ETP x EP x EGTP x EDP) ranks and where the
+/// GTP parameter's writer election finds its groups (spec addendum A).
+struct ElectionCase {
+  std::int64_t tp = 1, gtp = 1, cp = 1, dp = 1;  // dense grid; world = tp * gtp * cp * dp
+  bool expert = false;                           // the parameter is a routed-expert weight
+  std::int64_t etp = 1, ep = 1, egtp = 1;        // expert grid; expert DP = world / (etp * ep * egtp)
+  /// caller: groups stamped, parallel_state not initialized; globals: nothing stamped, parallel_state
+  /// initialized; caller_over_foreign_globals: stamped, and parallel_state initialized for the same
+  /// world without GTP; none: neither (Megatron raises).
+  std::string source = "caller";
+  std::int64_t rows = 30, pad_alignment = 16, cols = 2;
+};
+
+std::ostream& operator<<(std::ostream& os, const ElectionCase& c);
 std::ostream& operator<<(std::ostream& os, const PatternCase& c);
 std::ostream& operator<<(std::ostream& os, const NearValidCase& c);
 std::ostream& operator<<(std::ostream& os, const GtpCase& c);

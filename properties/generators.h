@@ -37,6 +37,10 @@ rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design);
 /// A GTP save (either design) and a load at another G and p for the same in_proj.
 rc::Gen<GtpCrossCase> genGtpCross();
 
+/// A dense and an expert grid over one world and a group source for the writer election
+/// (gen_election.cc); expert sizes are divisors of the world size, by construction.
+rc::Gen<ElectionCase> genElectionCase();
+
 /// A synthetic model (dense/gated/MoE) and a layout whose sizes divide it.
 rc::Gen<ModelCase> genModelCase();
 /// GPT saved at one layout, the hybrid model loading it at another (TP, PP, EP, ETP may change).

@@ -1,0 +1,60 @@
+// allow_shape_mismatch at load (spec 3.9, addendum B): the request is zero-filled and only the
+// overlap with what was stored is read; without the flag a different global shape is refused.
+#include <gtest/gtest.h>
+
+#include "models/checkpoint_model.h"
+
+namespace ih {
+namespace {
+
+ShardedTensor row_entry(std::int64_t offset, std::int64_t rows, std::int64_t global, std::uint64_t storage,
+                        bool allow = false) {
+  ShardedTensor t;
+  t.key = "w", t.dtype = "bfloat16";
+  t.local_shape = {rows, 2}, t.global_shape = {global, 2}, t.global_offset = {offset, 0};
+  t.axis_fragmentations = Shape{global / rows, 1};
+  t.replica_id = ReplicaId::tuple({0, 0, 0});
+  t.allow_shape_mismatch = allow;
+  if (storage) t.data = TensorValue::of_storage(storage, {rows, 2}, "bfloat16");
+  return t;
+}
+
+// Saved: 20 rows by two ranks of 10 (storages 1 and 2).
+Checkpoint saved() {
+  std::vector<StateNode> trees;
+  for (std::int64_t r = 0; r < 2; ++r)
+    trees.push_back(StateNode(StateDict{{std::string("w"), StateNode(row_entry(10 * r, 10, 20, 1 + r, true))}}));
+  return save_checkpoint(trees).value();
+}
+
+TEST(AllowShapeMismatch, LargerRequestIsZeroFilled) {
+  const Checkpoint c = saved();
+  // Requested global 24 rows (another padding); rank 1 of 2 asks rows [12, 24).
+  const TensorValue v = read_value(c.index, row_entry(12, 12, 24, 0, true)).value();
+  EXPECT_EQ(v.shape, (Shape{12, 2}));
+  EXPECT_EQ(v.blocks, (std::vector<RowBlock>{{2, 2, 8}, {0, 0, 4}}));  // stored rows 12..19, then 4 zero rows
+  const LoadPlan plan = resolve_load_plan(c.index, row_entry(12, 12, 24, 0, true)).value();
+  EXPECT_EQ(plan.stored_shape, (Shape{20, 2}));
+  ASSERT_EQ(plan.zero_fill.size(), 1u);
+  EXPECT_EQ(plan.zero_fill[0], (Box{{8, 0}, {12, 2}}));
+}
+
+TEST(AllowShapeMismatch, SmallerRequestReadsTheOverlap) {
+  const Checkpoint c = saved();
+  const TensorValue v = read_value(c.index, row_entry(8, 8, 16, 0, true)).value();
+  EXPECT_EQ(v.blocks, (std::vector<RowBlock>{{1, 8, 2}, {2, 0, 6}}));
+}
+
+TEST(AllowShapeMismatch, WithoutTheFlagAShapeChangeIsRefused) {
+  const Checkpoint c = saved();
+  const auto refused = read_value(c.index, row_entry(12, 12, 24, 0, false));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, ErrorKind::global_shape_mismatch);
+  EXPECT_NE(refused.error().message.find("stored shapes: (20, 2)"), std::string::npos);
+  ShardedTensor other = row_entry(0, 10, 20, 0, true);
+  other.key = "absent";
+  EXPECT_EQ(read_value(c.index, other).error().kind, ErrorKind::load_not_covered);  // a missing key is never zero-filled
+}
+
+}  // namespace
+}  // namespace ih

@@ -1,0 +1,100 @@
+// Mutants of the spec addendum (docs/spec-addendum.md): GTP writer election (A), allow_shape_mismatch
+// at load (B), DCP's save-plan validation (D) and Mamba's in_proj design (E). Each answers like
+// the reference except where its one planted mistake applies.
+#include <algorithm>
+
+#include "models/gtp_election.h"
+#include "mutants/mutant_implementation.h"
+
+namespace ih {
+namespace {
+
+/// The mutant's election: the replica group a buggy GTP checkpoint path would use.
+std::optional<std::int64_t> mutant_replica_rank(Mutant m, const GtpElection& e) {
+  const std::optional<WorldGrids>& model = e.caller ? e.caller : e.globals;
+  if (m == Mutant::gtp_elect_gtp_inclusive && model) {
+    const ParallelGrid& grid = e.expert ? model->expert : model->dense;
+    return e.expert ? grid.group_rank(e.global_rank, {"gtp_remat", "dp"})
+                    : grid.group_rank(e.global_rank, {"gtp_remat", "dp", "cp"});
+  }
+  if (m == Mutant::gtp_expert_elect_dense_dp && model && e.expert)
+    return model->dense.group_rank(e.global_rank, {"dp", "cp"});
+  if (m == Mutant::gtp_elect_globals_over_caller && e.globals) {
+    const ParallelGrid& grid = e.expert ? e.globals->expert : e.globals->dense;
+    return e.expert ? grid.group_rank(e.global_rank, {"dp"}) : grid.group_rank(e.global_rank, {"dp", "cp"});
+  }
+  return std::nullopt;
+}
+
+bool stored_under_other_shape(const Checkpoint& checkpoint, const ShardedTensor& t) {
+  return !checkpoint.index.find(t.key, t.global_shape) && !checkpoint.index.shapes_of(t.key).empty();
+}
+
+/// Zero rows of `loaded` replaced by the same rows of the request's own (stale) data.
+TensorValue stale_instead_of_zero(const TensorValue& loaded, const TensorValue& stale) {
+  std::vector<TensorValue> parts;
+  std::int64_t row = 0;
+  for (const RowBlock& b : loaded.blocks) {
+    TensorValue part{loaded.shape, loaded.dtype, {b}};
+    part.shape[0] = b.rows;
+    parts.push_back(b.is_zero() ? stale.row_view(row, row + b.rows) : part);
+    row += b.rows;
+  }
+  auto joined = TensorValue::concat_rows(parts);
+  return joined.ok() ? *joined : loaded;
+}
+
+}  // namespace
+
+std::optional<Result<ShardedTensor>> MutantImplementation::addendum_param_entry(const GtpFactoryParams& params) {
+  if (!params.election || params.election->explicit_replica_id) return std::nullopt;
+  const auto rank = mutant_replica_rank(info_.id, *params.election);
+  if (!rank) return std::nullopt;
+  auto entry = ReferenceImplementation::gtp_param_entry(params);
+  if (entry.ok()) entry->replica_id = ReplicaId::tuple({0, 0, *rank});
+  return entry;
+}
+
+std::optional<Result<StateNode>> MutantImplementation::addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params) {
+  if (!is(Mutant::mamba_in_proj_shard_split) || params.mixer != GtpMixer::mamba || design != GtpSaveDesign::shard_split)
+    return std::nullopt;
+  GtpFactoryParams as_gdp = params;  // the PR's shard split applied to Mamba's [z|x|B|C|dt] too
+  as_gdp.mixer = GtpMixer::gdp;
+  return ReferenceImplementation::gtp_pieces(design, as_gdp);
+}
+
+std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Checkpoint& checkpoint, const StateNode& request,
+                                                                     LoadOrder order) {
+  if (!is(Mutant::load_shape_mismatch_refused) && !is(Mutant::load_shape_mismatch_stale_rows)) return std::nullopt;
+  if (is(Mutant::load_shape_mismatch_refused)) {
+    std::optional<std::string> refused;
+    visit_leaves(request, [&](const std::string&, const Leaf& leaf) {
+      if (const auto* t = std::get_if<ShardedTensor>(&leaf))
+        if (t->allow_shape_mismatch && stored_under_other_shape(checkpoint, *t)) refused = t->key;
+    });
+    if (refused) return Result<StateNode>(make_error(ErrorKind::global_shape_mismatch, "global shape mismatch for key " + *refused));
+    return std::nullopt;
+  }
+  auto loaded = ReferenceImplementation::load_state(checkpoint, request, order);
+  if (!loaded.ok() || !request.is_dict()) return loaded;
+  for (const DictItem& item : request.dict()) {  // top-level entries: enough for the addendum property
+    const auto* t = item.value.leaf_if<ShardedTensor>();
+    StateNode* out = loaded->find(item.key);
+    if (!t || !t->data || !t->allow_shape_mismatch || !out || !stored_under_other_shape(checkpoint, *t)) continue;
+    if (auto* value = out->leaf_if<TensorValue>()) *value = stale_instead_of_zero(*value, *t->data);
+  }
+  return loaded;
+}
+
+Result<MegatronValidation> MutantImplementation::megatron_validation(const GlobalMetadata& metadata) {
+  IH_TRY_ASSIGN(v, ReferenceImplementation::megatron_validation(metadata));
+  if (!v.dcp_plan_errors) return v;
+  const auto drop = [&](const std::string& what) {
+    std::erase_if(*v.dcp_plan_errors, [&](const std::string& e) { return e.find(what) != std::string::npos; });
+  };
+  if (is(Mutant::dcp_plan_no_fill_check)) drop(" invalid fill ");
+  if (is(Mutant::dcp_plan_no_overlap_check)) drop(" has overlapping chunks");
+  return v;
+}
+
+}  // namespace ih

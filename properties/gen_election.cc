@@ -1,0 +1,44 @@
+// Writer-election worlds (spec addendum A), built by construction: the expert sizes are drawn from
+// the divisors of what the dense sizes leave, so every case is a valid world and shrinks toward 1.
+#include "properties/generators.h"
+
+namespace ih::props {
+namespace gen = rc::gen;
+
+namespace {
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= n && d <= 8; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+}  // namespace
+
+rc::Gen<ElectionCase> genElectionCase() {
+  const auto dense = gen::build<ElectionCase>(
+      gen::set(&ElectionCase::tp, genElement<std::int64_t>({1, 2})),
+      gen::set(&ElectionCase::gtp, genElement<std::int64_t>({1, 2, 4})),
+      gen::set(&ElectionCase::cp, genElement<std::int64_t>({1, 2})),
+      gen::set(&ElectionCase::dp, genElement<std::int64_t>({1, 2, 3})),
+      gen::set(&ElectionCase::expert, gen::arbitrary<bool>()),
+      gen::set(&ElectionCase::source, genElement<std::string>({"caller", "globals", "caller_over_foreign_globals", "none"})),
+      gen::set(&ElectionCase::rows, gen::inRange<std::int64_t>(1, 100)),
+      gen::set(&ElectionCase::pad_alignment, genElement<std::int64_t>({16, 32})),
+      gen::set(&ElectionCase::cols, gen::inRange<std::int64_t>(1, 4)));
+  return gen::mapcat(dense, [](ElectionCase c) {
+    const std::int64_t world = c.tp * c.gtp * c.cp * c.dp;
+    return gen::mapcat(genElement(divisors(world)), [c, world](std::int64_t etp) {
+      return gen::mapcat(genElement(divisors(world / etp)), [c, world, etp](std::int64_t ep) {
+        return gen::map(genElement(divisors(world / etp / ep)), [c, etp, ep](std::int64_t egtp) {
+          ElectionCase out = c;
+          out.etp = etp, out.ep = ep, out.egtp = egtp;
+          return out;
+        });
+      });
+    });
+  });
+}
+
+}  // namespace ih::props

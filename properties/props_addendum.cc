@@ -1,0 +1,264 @@
+// Properties of the spec addendum (docs/spec-addendum.md), each through the seam: the GTP
+// parameter's writer election (A), allow_shape_mismatch at load (B), DCP's save-plan validation
+// (D) and Mamba's in_proj staying on the gather design (E).
+#include <map>
+#include <set>
+
+#include "models/checkpoint_model.h"
+#include "models/gtp_election.h"
+#include "models/split_factory.h"
+#include "properties/gtp_world.h"
+#include "properties/suite.h"
+
+namespace ih::props {
+namespace {
+
+std::string at(std::int64_t t, std::int64_t g) { return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")"; }
+
+// --- A: writer election -------------------------------------------------------------------------
+
+/// The parameter entry request of global rank `r` of an election case.
+Result<GtpFactoryParams> election_params(const ElectionCase& c, const WorldGrids& world,
+                                         const std::optional<WorldGrids>& foreign, std::int64_t r) {
+  GtpElection e;
+  e.expert = c.expert, e.global_rank = r;
+  if (c.source == "caller" || c.source == "caller_over_foreign_globals") e.caller = world;
+  if (c.source == "globals") e.globals = world;
+  if (c.source == "caller_over_foreign_globals") e.globals = foreign;
+  const ParallelGrid& grid = c.expert ? world.expert : world.dense;  // the grid the module was built on
+  GtpFactoryParams p;
+  p.key = c.expert ? "decoder.layers.0.mlp.experts.linear_fc1.weight" : "decoder.layers.0.mlp.linear_fc1.weight";
+  p.layout = SplitLayout{{c.rows}, {"w"}};
+  p.tp_size = grid.size("tp"), p.tp_rank = grid.coordinate(r, "tp");
+  p.gtp_size = grid.size("gtp_remat"), p.gtp_rank = grid.coordinate(r, "gtp_remat");
+  p.pad_alignment = c.pad_alignment, p.cols = c.cols, p.dtype = "bfloat16";
+  IH_TRY_ASSIGN(padding, gtp_padding(c.rows, p.gtp_size, c.pad_alignment));
+  p.shard = TensorValue::of_storage(1 + static_cast<std::uint64_t>(r), {padding.shard_rows, c.cols}, "bfloat16");
+  p.replica_id = ReplicaId::tuple({0, 0, 999});  // must be ignored: the election decides
+  p.election = e;
+  return p;
+}
+
+Verdict writer_election(Implementation& impl, const ElectionCase& c) {
+  IH_VERDICT_ASSIGN(world, default_world_grids(c.tp, c.gtp, c.cp, c.dp, c.etp, c.ep, c.egtp));
+  std::optional<WorldGrids> foreign;  // parallel_state built for the same world without GTP
+  if (c.source == "caller_over_foreign_globals") {
+    IH_VERDICT_ASSIGN(f, default_world_grids(c.tp, 1, c.cp, c.dp * c.gtp, c.etp, c.ep, 1));
+    foreign = f;
+  }
+  GlobalMetadata metadata;
+  const std::int64_t ranks = world.dense.world_size();
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    IH_VERDICT_ASSIGN(params, election_params(c, world, foreign, r));
+    auto entry = impl.gtp_param_entry(params);
+    if (c.source == "none") {
+      if (entry.ok()) return "rank " + std::to_string(r) + ": elected replica " + entry->replica_id.to_string() +
+                             " with no stamped group and no parallel_state (Megatron raises)";
+      if (entry.error().kind != ErrorKind::gtp_replica_group_unknown)
+        return "rank " + std::to_string(r) + ": " + std::string(to_string(entry.error().kind)) + ": " +
+               entry.error().message + " (expected gtp_replica_group_unknown)";
+      continue;
+    }
+    if (!entry.ok()) return "rank " + std::to_string(r) + ": " + std::string(to_string(entry.error().kind)) + ": " + entry.error().message;
+    metadata.tensors.push_back({r, entry->without_data()});
+  }
+  if (c.source == "none") return "";
+  const IntegrityReport report = check_integrity(metadata);
+  if (report.ok()) return "";
+  return "not exactly one writer per shard: " + report.problems.front().message;
+}
+
+// --- D: DCP's save-plan validation --------------------------------------------------------------
+
+bool has_error(const std::vector<std::string>& errors, const std::string& key, const std::string& what) {
+  for (const std::string& e : errors)
+    if (e.rfind("key:" + key + " " + what, 0) == 0) return true;
+  return false;
+}
+
+bool mentions_key(const std::vector<std::string>& errors, const std::string& key) {
+  for (const std::string& e : errors)
+    if (e.rfind("key:" + key + " ", 0) == 0) return true;
+  return false;
+}
+
+Result<std::vector<std::string>> dcp_errors(Implementation& impl, const GlobalMetadata& metadata) {
+  IH_TRY_ASSIGN(v, impl.megatron_validation(metadata));
+  if (!v.dcp_plan_errors) return unsupported(impl.name(), "DCP's save-plan validation (dcp_plan_errors)");
+  return *v.dcp_plan_errors;
+}
+
+Verdict dcp_plan_checks(Implementation& impl, const GtpCase& c) {
+  auto ranks = build_all(impl, c);
+  if (!ranks.ok()) return ranks.error().message;
+  GlobalMetadata all;
+  for (const RankBuild& r : *ranks)
+    for (const ShardedTensor& p : r.pieces) all.tensors.push_back({r.t * c.gtp + r.g, p.without_data()});
+  const std::int64_t world = c.tp * c.gtp;
+  IH_VERDICT_ASSIGN(clean, dcp_errors(impl, all));
+  if (!clean.empty()) return "DCP rejects a valid shard-split save: " + clean.front();
+  if (all.tensors.empty()) return "";
+
+  // A dropped piece: a fill error for its key whenever more than one rank plans and the key survives.
+  const std::size_t victim = c.drop % all.tensors.size();
+  const RankedTensor dropped_piece = all.tensors[victim];
+  const std::string key = dropped_piece.tensor.key;
+  GlobalMetadata dropped = all;
+  dropped.tensors.erase(dropped.tensors.begin() + static_cast<std::ptrdiff_t>(victim));
+  std::int64_t survivors = 0;
+  for (const RankedTensor& t : dropped.tensors) survivors += t.tensor.key == key;
+  IH_VERDICT_ASSIGN(hole, dcp_errors(impl, dropped));
+  const bool expect_fill = world > 1 && survivors > 0;
+  if (expect_fill && !has_error(hole, key, "invalid fill"))
+    return "DCP misses the hole of dropped piece " + std::to_string(victim) + " (" + key + ")";
+  if (!expect_fill && mentions_key(hole, key))
+    return "DCP reports " + hole.front() + " although " + (world == 1 ? "one rank plans (no fill check)" : "the key is gone");
+
+  // A planted overlapping chunk (one row down) is an overlap; an exact duplicate is de-duplicated.
+  const RankedTensor& base = dropped_piece;
+  GlobalMetadata overlapping = all, duplicated = all;
+  if (world > 1) {  // another rank plans the same (key, offset): de-duplicated, not an error
+    duplicated.tensors.push_back({(base.rank + 1) % world, base.tensor});
+    IH_VERDICT_ASSIGN(dup, dcp_errors(impl, duplicated));
+    if (!dup.empty()) return "DCP rejects an exact duplicate chunk, which its de-duplication drops: " + dup.front();
+  }
+  if (base.tensor.local_shape[0] >= 2) {
+    ShardedTensor shifted = base.tensor;
+    shifted.global_offset[0] += 1, shifted.local_shape[0] -= 1;
+    overlapping.tensors.push_back({(base.rank + 1) % world, shifted});
+    IH_VERDICT_ASSIGN(over, dcp_errors(impl, overlapping));
+    if (!has_error(over, key, "has overlapping chunks")) return "DCP misses a chunk overlapping piece " + std::to_string(victim) + " (" + key + ")";
+  }
+  return "";
+}
+
+// --- E: Mamba's in_proj keeps the gather design -------------------------------------------------
+
+Verdict mamba_gathers(Implementation& impl, const GtpCase& c) {
+  GtpCase m = c;
+  m.mixer = "mamba", m.design = GtpSaveDesign::shard_split;
+  if (!padding_of(m).ok()) m.pad_alignment = 16;  // G was drawn for GDP's rows; with padding any G fits
+  std::map<std::string, std::int64_t> main_pieces;
+  for (std::int64_t t = 0; t < m.tp; ++t)
+    for (std::int64_t g = 0; g < m.gtp; ++g) {
+      IH_VERDICT_ASSIGN(params, rank_params(m, t, g));
+      params.mixer = GtpMixer::mamba;
+      params.replica_id = ReplicaId::tuple({0, 0, 0});  // the shard's id: GTP-excluded DP rank 0
+      IH_VERDICT_ASSIGN(built, impl.gtp_pieces(GtpSaveDesign::shard_split, params));
+      IH_VERDICT_ASSIGN(rows, params.layout.total_rows());
+      IH_VERDICT_ASSIGN(orig, tp_row_sharded(params.key, rows, m.cols, m.tp, t));
+      IH_VERDICT_ASSIGN(chunks, split_chunks(orig, params.layout));
+      if (!built.is_list() || built.list().size() != chunks.size())
+        return at(t, g) + ": Mamba's in_proj did not build the non-GTP split of the gathered tensor";
+      const std::uint64_t shard = params.shard->blocks.front().storage;
+      for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const auto* p = built.list()[i].leaf_if<ShardedTensor>();
+        if (!p) return at(t, g) + ": entry " + std::to_string(i) + " is not a ShardedTensor";
+        const ShardedTensor& want = chunks[i];
+        if (p->key != want.key || p->global_shape != want.global_shape || p->global_offset != want.global_offset ||
+            p->local_shape != want.local_shape || p->axis_fragmentations != want.axis_fragmentations)
+          return at(t, g) + ": piece " + p->key + " is not the gathered tensor's chunk (shard split applied to Mamba?)";
+        if (p->data)
+          for (const RowBlock& b : p->data->blocks)
+            if (b.storage == shard) return at(t, g) + ": piece " + p->key + " views the GTP shard; Mamba gathers first";
+        if (p->is_main_replica() != (g == 0))
+          return at(t, g) + ": replica " + p->replica_id.to_string() + " of the gathered chunk " + p->key +
+                 " (only GTP peer 0 of DP replica 0 writes it)";
+        main_pieces[p->key] += p->is_main_replica();
+      }
+    }
+  for (const auto& [key, count] : main_pieces)
+    if (count != m.tp) return key + ": " + std::to_string(count) + " main replicas, expected one per TP rank";
+  return "";
+}
+
+// --- B: allow_shape_mismatch at load ------------------------------------------------------------
+
+/// Saved row x of the composite entry (T*G1*R1 rows): its saver's shard row.
+TensorValue saved_row(const GtpCase& save, const GtpPadding& pad, std::int64_t x) {
+  const std::int64_t slot = x / pad.shard_rows;
+  const auto shard = TensorValue::of_storage(shard_storage(slot / save.gtp, slot % save.gtp, save.gtp),
+                                             {pad.shard_rows, save.cols}, save.dtype);
+  return shard.row_view(x - slot * pad.shard_rows, x - slot * pad.shard_rows + 1);
+}
+
+Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
+  GtpCase save = c.save;
+  save.design = GtpSaveDesign::shard_split;
+  GtpCase load = save;
+  load.gtp = c.load_gtp, load.pad_alignment = c.load_pad_alignment;
+  IH_VERDICT_ASSIGN(saved_pad, padding_of(save));
+  IH_VERDICT_ASSIGN(load_pad, padding_of(load));
+  std::vector<StateNode> trees;
+  for (std::int64_t t = 0; t < save.tp; ++t)
+    for (std::int64_t g = 0; g < save.gtp; ++g) {
+      IH_VERDICT_ASSIGN(params, rank_params(save, t, g));
+      params.replica_id = ReplicaId::tuple({0, 0, 0});
+      IH_VERDICT_ASSIGN(entry, impl.gtp_param_entry(params));
+      trees.push_back(StateNode(StateDict{{std::string("w"), StateNode(entry)}}));
+    }
+  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(trees));
+  const std::int64_t stored = save.tp * saved_pad.padded_rows, requested = load.tp * load_pad.padded_rows;
+  for (std::int64_t t = 0; t < load.tp; ++t)
+    for (std::int64_t g = 0; g < load.gtp; ++g) {
+      IH_VERDICT_ASSIGN(params, rank_params(load, t, g));
+      params.replica_id = ReplicaId::tuple({0, 0, 0});
+      params.shard = TensorValue::of_storage((std::uint64_t{1} << 48) + static_cast<std::uint64_t>(t * load.gtp + g),
+                                             params.shard->shape, load.dtype);
+      IH_VERDICT_ASSIGN(request, impl.gtp_param_entry(params));
+      const StateNode tree(StateDict{{std::string("w"), StateNode(request)}});
+      auto result = impl.load_state(checkpoint, tree, LoadOrder::serialization_load);
+      const bool allow = load_pad.pad > 0;
+      if (stored != requested && !allow) {
+        if (result.ok() || result.error().kind != ErrorKind::global_shape_mismatch)
+          return at(t, g) + ": a global shape change (" + std::to_string(stored) + " -> " + std::to_string(requested) +
+                 " rows) without allow_shape_mismatch must be refused with global_shape_mismatch, got " +
+                 (result.ok() ? std::string("a value") : std::string(to_string(result.error().kind)));
+        continue;
+      }
+      if (!result.ok())
+        return at(t, g) + ": " + std::string(to_string(result.error().kind)) + ": " + result.error().message +
+               (stored != requested ? " (allow_shape_mismatch: Megatron zero-fills, never refuses)" : "");
+      const auto* got = result->find(std::string("w")) ? result->find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
+      std::vector<TensorValue> rows{TensorValue::zeros({0, load.cols}, load.dtype)};
+      const std::int64_t begin = (t * load.gtp + g) * load_pad.shard_rows;
+      for (std::int64_t x = begin; x < begin + load_pad.shard_rows; ++x)
+        rows.push_back(x < stored ? saved_row(save, saved_pad, x) : TensorValue::zeros({1, load.cols}, load.dtype));
+      IH_VERDICT_ASSIGN(want, TensorValue::concat_rows(rows));
+      if (!got || got->shape != want.shape || canonical(*got) != canonical(want))
+        return at(t, g) + ": loaded " + (got ? show_tensor(*got) : std::string("no tensor")) + ", expected " +
+               show_tensor(want) + " (stored rows " + std::to_string(stored) + ", requested " + std::to_string(requested) + ")";
+    }
+  return "";
+}
+
+}  // namespace
+
+std::vector<Property> addendum_properties() {
+  const ElectionCase expert_ep2{1, 2, 1, 2, true, 1, 2, 2, "caller", 30, 16, 2};
+  const ElectionCase foreign{2, 2, 1, 2, false, 1, 1, 1, "caller_over_foreign_globals", 60, 16, 2};
+  const ElectionCase inclusive{1, 4, 2, 1, false, 1, 1, 1, "globals", 61, 32, 2};
+  const ElectionCase none{1, 2, 1, 1, false, 1, 1, 1, "none", 30, 16, 2};
+  GtpCase review{"gdp", {10, 3, 2, 3}, 2, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
+  GtpCase mamba_c{"mamba", {256, 256, 4, 1}, 1, 2, 32, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
+  GtpCase t1{"gdp", {10, 3, 2, 3}, 1, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
+  return {
+      make_property<ElectionCase>("gtp_writer_election", "gtp",
+                                  "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) DP group, caller's groups first (addendum A)",
+                                  genElectionCase(), writer_election,
+                                  {{"expert_ep2_egtp2", expert_ep2}, {"caller_over_foreign_globals", foreign},
+                                   {"globals_gtp4_cp2", inclusive}, {"no_groups_raises", none}}),
+      make_property<GtpCase>("dcp_plan_rejects_holes_overlaps", "gtp",
+                             "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping piece, de-duplicates an exact copy (addendum D)",
+                             genGtpConfig(GtpSaveDesign::shard_split), dcp_plan_checks, {{"review_tp2", review}}),
+      make_property<GtpCase>("mamba_in_proj_gathers", "gtp",
+                             "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, written by GTP peer 0 (addendum E)",
+                             genGtpConfig(GtpSaveDesign::shard_split), mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
+      make_property<GtpCrossCase>("load_shape_mismatch_zero_fill", "load",
+                                  "a GTP entry loaded at another padding: allow_shape_mismatch zero-fills what was not stored, never refuses (addendum B)",
+                                  genGtpCross(), shape_mismatch_load,
+                                  {{"g2_to_g4_p32", GtpCrossCase{t1, 4, 32}}, {"tp2_g2_to_g1_p0", GtpCrossCase{review, 1, 0}}}),
+  };
+}
+
+}  // namespace ih::props
