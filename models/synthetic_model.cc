@@ -2,6 +2,7 @@
 
 #include "models/checked_math.h"
 #include "models/hybrid_pattern.h"
+#include "models/split_factory.h"
 
 namespace ih {
 namespace {
@@ -107,6 +108,41 @@ class Emitter {
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
 
+  /// The mixer in_proj as a factory (GDP split, or a GTP factory; addendum H). Under GTP its
+  /// optimizer states are keyed by the parameter's composite entry (spec 4.7 invariant 7).
+  Status in_proj_factory(const ModelConfig& c, const SplitLayout& layout, bool gdp) {
+    const std::string sub = "mixer.in_proj.weight";
+    IH_TRY_ASSIGN(rows, layout.total_rows());
+    const ReplicaId replica = ReplicaId::tuple({0, 0, l_.dp_rank});
+    if (l_.gtp == 1) {  // no GTP: the ordinary split factory of the TP-local tensor
+      const auto data = TensorValue::of_storage(next_storage(), {rows, c.hidden});
+      IH_TRY_ASSIGN(orig, tp_row_sharded(key_prefix_ + sub, rows, c.hidden, l_.tp, l_.tp_rank, replica, data, data.dtype));
+      IH_TRY_ASSIGN(split, SplitFactoryBuilder::create(orig, layout));
+      add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, split, {}}));
+      return Ok{};
+    }
+    GtpFactoryParams p;
+    p.key = key_prefix_ + sub, p.layout = layout;
+    p.tp_size = l_.tp, p.tp_rank = l_.tp_rank, p.gtp_size = l_.gtp, p.gtp_rank = l_.gtp_rank;
+    p.pad_alignment = c.pad_alignment, p.cols = c.hidden, p.dtype = "float32";
+    p.mixer = gdp ? GtpMixer::gdp : GtpMixer::mamba;
+    const GtpSaveDesign design = gdp ? c.gdp_design : GtpSaveDesign::shard_split;  // Mamba gathers regardless
+    p.replica_id = design == GtpSaveDesign::gather ? ReplicaId::tuple({0, 0, l_.gtp_rank + l_.gtp * l_.dp_rank}) : replica;
+    IH_TRY_ASSIGN(padding, gtp_padding_of(p));
+    p.shard = TensorValue::of_storage(next_storage(), {padding.shard_rows, c.hidden});
+    IH_TRY_ASSIGN(factory, make_gtp_factory(design, p));
+    GtpFactoryParams entry = p;
+    entry.replica_id = replica;
+    for (const std::string& state : optimizer_.names) {
+      entry.key = "optimizer.state." + state + "." + p.key;
+      entry.shard = TensorValue::of_storage(next_storage(), {padding.shard_rows, c.hidden});
+      IH_TRY_ASSIGN(composite, gtp_composite_tensor(entry));
+      out_.push_back({"optimizer.state." + path_prefix_ + sub + "." + state, StateNode(std::move(composite))});
+    }
+    out_.push_back({path_prefix_ + sub, StateNode(std::move(factory))});
+    return Ok{};
+  }
+
   void set_expert(bool expert) { is_expert_ = expert; }
   void plain(const std::string& path, std::string value) { out_.push_back({path, StateNode(PlainValue{std::move(value)})}); }
 
@@ -189,7 +225,16 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
 Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t d_inner = c.mamba_heads * c.mamba_head_dim / l.tp;
   const std::int64_t group_state = c.mamba_groups * c.mamba_state / l.tp, heads = c.mamba_heads / l.tp;
-  IH_TRY_STATUS(e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
+  const bool gdp = c.ssm_mixer == "gdp";
+  if (gdp) {  // GDP (spec 4.2): always the split factory; under GTP the design of c.gdp_design
+    IH_TRY_ASSIGN(layout, gdp_in_proj_layout({d_inner, group_state, heads, c.gdp_householder}));
+    IH_TRY_STATUS(e.in_proj_factory(c, layout, true));
+  } else if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
+    IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
+    IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
+  } else {
+    IH_TRY_STATUS(e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
+  }
   IH_TRY_STATUS(e.tensor("mixer.in_proj.layer_norm_weight", {c.hidden}, Sharding::replicated));
   e.object("mixer.in_proj._extra_state");
   IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
@@ -252,11 +297,12 @@ std::vector<RankLayout> all_ranks(const RankLayout& sizes) {
   for (std::int64_t pp = 0; pp < sizes.pp; ++pp)
     for (std::int64_t tp = 0; tp < sizes.tp; ++tp)
       for (std::int64_t ep = 0; ep < sizes.ep; ++ep)
-        for (std::int64_t etp = 0; etp < sizes.etp; ++etp) {
-          RankLayout rank = sizes;
-          rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp;
-          out.push_back(rank);
-        }
+        for (std::int64_t etp = 0; etp < sizes.etp; ++etp)
+          for (std::int64_t gtp = 0; gtp < sizes.gtp; ++gtp) {
+            RankLayout rank = sizes;
+            rank.pp_rank = pp, rank.tp_rank = tp, rank.ep_rank = ep, rank.etp_rank = etp, rank.gtp_rank = gtp;
+            out.push_back(rank);
+          }
   return out;
 }
 
@@ -265,6 +311,9 @@ Status validate_layout(const ModelConfig& c, const RankLayout& l) {
   IH_TRY_STATUS(require_rank(l.pp_rank, l.pp, "pipeline-parallel"));
   IH_TRY_STATUS(require_rank(l.ep_rank, l.ep, "expert-parallel"));
   IH_TRY_STATUS(require_rank(l.etp_rank, l.etp, "expert-tensor-parallel"));
+  IH_TRY_STATUS(require_rank(l.gtp_rank, l.gtp, "generalized-tensor-parallel"));
+  if (c.ssm_mixer != "mamba" && c.ssm_mixer != "gdp")
+    return make_error(ErrorKind::invalid_argument, "ssm_mixer must be mamba or gdp, got '" + c.ssm_mixer + "'");
   IH_TRY_STATUS(require_divides(l.tp, c.num_attention_heads, "num_attention_heads by tp"));
   IH_TRY_STATUS(require_divides(l.tp, c.num_query_groups, "num_query_groups by tp"));
   IH_TRY_STATUS(require_divides(l.tp, c.ffn_hidden, "ffn_hidden by tp"));

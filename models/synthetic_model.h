@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/gtp_layout.h"
 #include "models/state_tree.h"
 
 namespace ih {
@@ -28,6 +29,11 @@ struct ModelConfig {
   std::int64_t mamba_head_dim = 32;
   std::int64_t mamba_groups = 4;
   std::int64_t mamba_state = 16;
+  /// The mixer at 'M' positions: "mamba" (Mamba-2) or "gdp" (the GatedDeltaProduct stack spec; spec 1.1).
+  std::string ssm_mixer = "mamba";
+  std::int64_t gdp_householder = 3;                           // M of spec 4.1
+  GtpSaveDesign gdp_design = GtpSaveDesign::shard_split;      // how a GTP GDP in_proj is saved
+  std::int64_t pad_alignment = 16;                            // GTP pad_for_alignment (spec 4.4)
 };
 
 /// One rank's position in the parallel layout.
@@ -37,6 +43,8 @@ struct RankLayout {
   std::int64_t ep = 1, ep_rank = 0;
   std::int64_t etp = 1, etp_rank = 0;
   std::int64_t dp_rank = 0;
+  /// GTP over the mixers' in_proj (the only GTP weight of the synthetic model; addendum H).
+  std::int64_t gtp = 1, gtp_rank = 0;
 };
 
 /// Which distributed-optimizer states to emit next to the model entries (empty: none).
@@ -54,7 +62,7 @@ Result<StateNode> gpt_sharded_state_dict(const ModelConfig& config, std::int64_t
 Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::string_view pattern,
                                             const RankLayout& layout, const OptimizerStates& optimizer = {});
 
-/// Every rank position of a layout's sizes (pp x tp x ep x etp), ranks filled in.
+/// Every rank position of a layout's sizes (pp x tp x ep x etp x gtp), ranks filled in.
 std::vector<RankLayout> all_ranks(const RankLayout& sizes);
 
 /// Checks that TP/EP/ETP/PP sizes divide the dimensions they shard; names the first that does not.
