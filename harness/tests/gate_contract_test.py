@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The gate's contract with CI: reports a parser accepts, a planted failure shown in all three with a
+REPRO line that reproduces it, the same seed and budget giving the same report, and tokens that do
+not move when a pinned case is added. Usage: gate_contract_test.py INTEROP_HARNESS CORPUS_DIR"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+
+cli, corpus = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def run(*args, timeout=600):
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def check(name, condition, detail=""):
+    print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + detail))
+    if not condition:
+        failures.append(name)
+
+
+def without_timings(report):
+    for c in report["checks"]:
+        c.pop("seconds", None)
+    return report
+
+
+work = tempfile.mkdtemp(prefix="ih-gate-contract-")
+try:
+    # A planted failure: the C++ mutant that accepts mixed MLP kinds.
+    a, b = os.path.join(work, "a"), os.path.join(work, "b")
+    first = run("gate", "--mutant", "maps_accept_mixed", "--property-cases", "5", "--report", a)
+    check("planted failure fails the gate", first.returncode == 1, f"rc={first.returncode}")
+    junit = ElementTree.parse(os.path.join(a, "junit.xml")).getroot()
+    failed_cases = junit.findall(".//testcase/failure")
+    check("junit parses and has failures", len(failed_cases) > 0 and int(junit.attrib["failures"]) == len(failed_cases))
+    check("junit failure carries a REPRO line", all("REPRO: interop-harness repro ih1:" in (f.text or "") for f in failed_cases))
+    report = json.load(open(os.path.join(a, "report.json")))
+    failed = [c for c in report["checks"] if c["outcome"] == "failed"]
+    check("json report lists the failures", report["ok"] is False and len(failed) == len(failed_cases))
+    summary = open(os.path.join(a, "summary.md")).read()
+    check("markdown summary shows the failure", "FAILED" in summary and "interop-harness repro ih1:" in summary)
+    token = failed[0]["repro"].split()[-1]
+    replay = run("repro", token)
+    check("the REPRO line reproduces the failure", replay.returncode == 1, f"rc={replay.returncode} {replay.stderr[-300:]}")
+    check("the first line names seed and budget", "seed 1, 5 cases per property" in first.stdout.splitlines()[1])
+
+    second = run("gate", "--mutant", "maps_accept_mixed", "--property-cases", "5", "--report", b)
+    same = without_timings(json.load(open(os.path.join(b, "report.json")))) == without_timings(report)
+    check("same seed and budget give the same report", second.returncode == 1 and same)
+
+    # Tokens name checks, not positions: a pinned case added first changes no other token.
+    moved = os.path.join(work, "corpus")
+    shutil.copytree(corpus, moved)
+    before = run("gate", "--corpus", moved, "--mutant", "maps_accept_mixed", "--property-cases", "5", "--json")
+    maps = os.path.join(moved, "pinned", "layer_maps.jsonl")
+    lines = open(maps).read().splitlines()
+    first_case = next(i for i, line in enumerate(lines) if line.startswith("{"))
+    lines.insert(first_case, json.dumps({"pattern": "M*E|M*E", "ok": True, "num_gpt_layers": 2,
+                                         "attention_to_gpt": [[1, 0], [5, 1]], "mlp_to_gpt": [[2, 0], [6, 1]],
+                                         "fresh_init": [0, 4]}))
+    open(maps, "w").write("\n".join(lines) + "\n")
+    after = run("gate", "--corpus", moved, "--mutant", "maps_accept_mixed", "--property-cases", "5", "--json")
+    tokens_before = {c["name"]: c.get("repro") for c in json.loads(before.stdout)["checks"]}
+    tokens_after = {c["name"]: c.get("repro") for c in json.loads(after.stdout)["checks"]}
+    check("the inserted case is a new check", len(tokens_after) == len(tokens_before) + 1)
+    check("no other check's token changed", all(tokens_after.get(n) == t for n, t in tokens_before.items()),
+          str([n for n, t in tokens_before.items() if tokens_after.get(n) != t][:3]))
+    stale = run("repro", re.sub(r"ih1:gate/pinned-layer-maps/[^:]+", "ih1:gate/pinned-layer-maps/%27nope%27", token))
+    check("a stale token is an error", stale.returncode == 2 and "stale token" in stale.stderr, stale.stderr)
+
+    check("unknown mutant refused before any work",
+          run("gate", "--mutant", "no_such_mutant").returncode == 2)
+    clean = run("gate", "--require-all", "--property-cases", "5")
+    check("the reference runs every check", clean.returncode == 0, clean.stdout[-500:])
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+
+print(f"{8 + 5 - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
