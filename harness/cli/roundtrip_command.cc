@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -14,6 +16,8 @@
 #include "codec/json_codec.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/roundtrip/roundtrip_plan.h"
+#include "harness/roundtrip/world_run.h"
+#include "harness/install/data_dir.h"
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -70,6 +74,170 @@ void print_summary(const json::Json& s, std::ostream& out) {
   }
 }
 
+std::string mib(std::int64_t bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB";
+  return out.str();
+}
+
+/// Worlds mode (docs/roundtrip.md, "Worlds"): save with A ranks, load with B ranks, each world an
+/// mpirun launch; every element checked by the LibTorch verifier against the C++ oracle.
+int worlds_command(const ParsedArgs& args) {
+  if (args.has("list")) {
+    for (const auto& name : world_scenario_names()) {
+      auto s = make_world_scenario(name, 4, 2);
+      std::cout << name << ": " << (s.ok() ? s->description : s.error().message) << "\n";
+    }
+    for (const auto& [name, why] : world_scenarios_not_run()) std::cout << name << ": NOT RUN: " << why << "\n";
+    return kExitOk;
+  }
+  const auto bad = [](const std::string& message) {
+    std::cerr << "ERROR: invalid_argument: " << message << "\n";
+    return kExitBadInput;
+  };
+  std::int64_t save_ranks = 2, load_ranks = 4, timeout_s = 300;
+  for (auto [flag, slot, hi] : {std::tuple<const char*, std::int64_t*, std::int64_t>{"save-ranks", &save_ranks, 64},
+                                {"load-ranks", &load_ranks, 64},
+                                {"timeout", &timeout_s, 86400}}) {
+    auto v = args.int_value(flag, *slot);
+    if (!v.ok() || *v < 1 || *v > hi) return bad(std::string("--") + flag + " must be an integer in [1, " + std::to_string(hi) + "]");
+    *slot = *v;
+  }
+  const std::string device = args.value("device").value_or("cpu");
+  if (device != "cpu" && device != "cuda") return bad("--device must be cpu or cuda, got '" + device + "'");
+  const int modes = (args.has("scenario") ? 1 : 0) + (args.has("all") ? 1 : 0) + (args.has("seed") ? 1 : 0);
+  if (modes != 1) return bad("worlds mode needs exactly one of --scenario NAME, --all, --seed S");
+  if (args.has("target") && args.value("target").value_or("") != "megatron") return bad("--target must be megatron");
+  for (const char* legacy : {"pattern", "save-tp", "save-pp", "load-tp", "load-pp", "gated", "optimizer"})
+    if (args.has(legacy)) return bad(std::string("--") + legacy + " belongs to the single-scenario mode; scenarios fix their layouts");
+  if (auto fault = args.value("fault")) {
+    const bool ok = *fault == "truncate" || fault->rfind("kill_save:", 0) == 0 || fault->rfind("hang_load:", 0) == 0;
+    if (!ok) return bad("--fault must be kill_save:RANK, hang_load:RANK or truncate");
+  }
+  std::vector<WorldScenario> scenarios;
+  std::vector<std::string> not_run;
+  if (auto name = args.value("scenario")) {
+    auto s = make_world_scenario(*name, save_ranks, load_ranks);
+    if (!s.ok()) {
+      std::cerr << "ERROR: " << to_string(s.error().kind) << ": " << s.error().message << "\n";
+      return kExitBadInput;
+    }
+    scenarios.push_back(*s);
+  } else if (args.has("all")) {
+    for (const auto& name : world_scenario_names()) {
+      auto s = make_world_scenario(name, save_ranks, load_ranks);
+      if (s.ok()) scenarios.push_back(*s);
+      else if (s.error().kind == ErrorKind::unsupported) not_run.push_back(name + ": " + s.error().message);
+      else return bad(s.error().message);
+    }
+    for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
+  } else {
+    auto seed = args.int_value("seed", 0);
+    if (!seed.ok() || *seed < 0) return bad("--seed must be a non-negative integer");
+    auto s = seeded_world_scenario(static_cast<std::uint64_t>(*seed), save_ranks, load_ranks);
+    if (!s.ok()) return bad(s.error().message);
+    scenarios.push_back(*s);
+  }
+  const bool as_json = args.has("json");
+  std::ostream& progress = as_json ? std::cerr : std::cout;
+  for (const auto& n : not_run) progress << "roundtrip: NOT RUN " << n << "\n";
+  if (scenarios.empty()) {
+    std::cerr << "ERROR: invalid_argument: no scenario fits " << save_ranks << " save / " << load_ranks << " load ranks\n";
+    return kExitBadInput;
+  }
+
+  WorkDir work;
+  if (auto keep = args.value("keep")) {
+    work.path = *keep, work.keep = true;
+  } else {
+    char templ[] = "/tmp/interop-harness-worlds-XXXXXX";
+    if (!mkdtemp(templ)) {
+      std::cerr << "ERROR: harness_error: cannot create a temporary directory\n";
+      return kExitHarnessError;
+    }
+    work.path = templ;
+  }
+  WorldRunOptions options;
+  options.device = device;
+  options.mutant = args.value("mutant");
+  options.fault = args.value("fault");
+  options.python = args.value("python").value_or(default_megatron_python());
+  options.megatron_path = args.value("megatron-path");
+  options.world_timeout_s = timeout_s;
+  options.work = work.path;
+  options.no_cpu_patches = args.has("no-cpu-patches");
+  options.progress = [&](const std::string& line) { progress << "roundtrip: " << line << "\n" << std::flush; };
+  if (!std::filesystem::exists(options.python)) {
+    std::cerr << "ERROR: harness_error: no Python with Megatron at " << options.python
+              << "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)\n";
+    return kExitHarnessError;
+  }
+  auto report = run_world_roundtrips(scenarios, options);
+  if (!report.ok()) {
+    const auto kind = report.error().kind;
+    if (kind == ErrorKind::unsupported) {
+      std::cerr << "roundtrip: NOT RUN: " << report.error().message << "\n";
+      if (as_json) std::cout << json::dump(json::Json{{"ok", false}, {"scenarios", json::Json::array()}}) << "\n";
+      return kExitHarnessError;
+    }
+    std::cerr << "ERROR: " << to_string(kind) << ": " << report.error().message << "\n";
+    return kind == ErrorKind::invalid_argument ? kExitBadInput : kExitHarnessError;
+  }
+  const int code = report->exit_code();
+  json::Json list = json::Json::array();
+  for (const auto& s : report->scenarios) {
+    list.push_back(json::Json{{"name", s.name}, {"save_ranks", s.save_ranks}, {"load_ranks", s.load_ranks},
+                              {"device", s.device}, {"ok", s.ok}, {"elements_verified", s.elements_verified},
+                              {"wrong_elements", s.wrong_elements}, {"peak_bytes_per_rank", s.peak_bytes_per_rank},
+                              {"save_seconds", s.save_seconds}, {"load_seconds", s.load_seconds}});
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2) << (s.ok ? "PASS " : "FAIL ") << s.name << ": save " << s.save_layout
+         << " -> load " << s.load_layout << " on " << s.device << ": " << s.elements_verified << " elements verified, "
+         << s.wrong_elements << " wrong; save " << s.save_seconds << " s, load " << s.load_seconds << " s; peak "
+         << mib(s.peak_bytes_per_rank) << " per rank";
+    const auto& d = s.details;
+    if (d.contains("verifier")) {
+      const auto& v = d["verifier"];
+      line << "\n    verifier: " << v.value("tensors_checked", 0) << " tensors, " << v.value("objects_checked", 0)
+           << " objects, " << v.value("plain_checked", 0) << " common values, " << v.value("writers_checked", 0)
+           << " chunks with exactly one writer; " << std::setprecision(0) << v.value("elements_per_second", 0.0)
+           << " elements/s in the C++ checker";
+      if (v.contains("counts") && !v["counts"].empty()) line << "; wrong by kind " << v["counts"].dump();
+    }
+    for (const char* phase : {"save", "load"}) {
+      const std::string m = std::string("memory_") + phase, t = std::string("throughput_") + phase;
+      if (!d.contains(m) || !d.contains(t)) continue;
+      line << std::setprecision(3) << "\n    " << phase << ": peak RSS " << mib(d[m].value("peak_rss_bytes", std::int64_t{0}))
+           << " (+" << mib(d[m].value("peak_rss_growth_bytes", std::int64_t{0})) << " during the call)";
+      if (d[m].contains("cuda_max_reserved"))
+        line << ", CUDA max allocated " << mib(d[m].value("cuda_max_allocated", std::int64_t{0})) << " reserved "
+             << mib(d[m].value("cuda_max_reserved", std::int64_t{0}));
+      if (d[m].contains("cuda_reserved_growth_3_saves"))
+        line << ", reserved growth over 3 saves " << mib(d[m].value("cuda_reserved_growth_3_saves", std::int64_t{0}));
+      if (!d[t].empty())
+        line << "; " << std::setprecision(1) << d[t].value("bytes_per_second_per_rank", 0.0) / 1e6 << " MB/s per rank vs memcpy "
+             << d[t].value("memcpy_bytes_per_second_per_rank", 0.0) / 1e6 << " MB/s: ratio " << std::setprecision(4)
+             << d[t].value("ratio_to_memcpy", 0.0);
+    }
+    for (const auto& p : s.problems) line << "\n    " << p;
+    progress << line.str() << "\n";
+  }
+  for (const auto& f : report->faults) std::cerr << "roundtrip: " << f << "\n";
+  if (report->timed_out) {
+    std::cerr << "ERROR: timeout: a world did not finish within " << timeout_s << " s (ranks named above)\n";
+  }
+  if (work.keep) {
+    json::Json full = json::Json::array();
+    for (const auto& s : report->scenarios) full.push_back(json::Json{{"name", s.name}, {"ok", s.ok}, {"details", s.details}, {"problems", s.problems}});
+    std::ofstream(work.path / "report.json") << json::dump(full) << "\n";
+  }
+  const bool all_ok = code == 0;
+  if (as_json) std::cout << json::dump(json::Json{{"ok", all_ok}, {"scenarios", list}}) << "\n";
+  else std::cout << "roundtrip: " << (all_ok ? "PASS" : "FAIL") << " (" << report->scenarios.size() << " scenario(s), "
+                 << save_ranks << " -> " << load_ranks << " ranks, " << device << ")\n";
+  return code;
+}
+
 }  // namespace
 
 int roundtrip_command(const std::vector<std::string>& argv) {
@@ -89,10 +257,20 @@ int roundtrip_command(const std::vector<std::string>& argv) {
       {"mutant", true, "apply one adapter-side Megatron mutant (the check must then fail)"},
       {"no-cpu-patches", false, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
       {"json", false, "print only the summary as one JSON line"},
+      {"scenario", true, "worlds mode: run one named scenario (see --list)"},
+      {"all", false, "worlds mode: run every scenario that fits --save-ranks/--load-ranks"},
+      {"seed", true, "worlds mode: run a scenario drawn from seed S (layouts, pattern, flags)"},
+      {"list", false, "worlds mode: list the scenarios"},
+      {"save-ranks", true, "worlds mode: ranks of the save world, launched with mpirun (default 2)"},
+      {"load-ranks", true, "worlds mode: ranks of the load world, launched with mpirun (default 4)"},
+      {"device", true, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
+      {"fault", true, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"},
       {"help", false, "show this help"}};
   const std::string synopsis =
       "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
       "[--gated] [--optimizer] [--json]\n"
+      "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
+      "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]   (worlds mode: mpirun, LibTorch verifier)\n"
       "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
       "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
   auto args = parse_args(argv, flags);
@@ -102,6 +280,8 @@ int roundtrip_command(const std::vector<std::string>& argv) {
               << usage(synopsis, flags);
     return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
   }
+  for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks", "device", "fault"})
+    if (args->has(world_flag)) return worlds_command(*args);
   const std::string target = args->value("target").value_or("");
   if (target != "megatron") {
     std::cerr << "ERROR: roundtrip needs --target megatron (the reference model has no storage to round-trip "
@@ -152,7 +332,7 @@ int roundtrip_command(const std::vector<std::string>& argv) {
            << layout_text(scenario.load_tp, scenario.load_pp) << "; inputs in " << work.path.string() << "\n";
 
   const std::string python = args->value("python").value_or(default_megatron_python());
-  const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip.py";
+  const std::string script = (ih::install::adapter_dir() / "roundtrip.py").string();  // installed or source tree
   if (!std::filesystem::exists(python)) {
     std::cerr << "ERROR: harness_error: no Python with Megatron at " << python
               << "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)\n";

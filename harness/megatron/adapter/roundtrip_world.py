@@ -1,0 +1,510 @@
+#!/usr/bin/env python3
+"""One rank of an Open MPI-launched save or load world (interop-harness roundtrip --scenario/--all).
+
+    mpirun -np N python roundtrip_world.py --work DIR --phase save|load [--mutant M] [--fault F]
+
+The rank reads its rank and world size from Open MPI's environment (OMPI_COMM_WORLD_RANK,
+OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK) and the rendezvous from MASTER_ADDR /
+MASTER_PORT (chosen by the harness), initializes torch.distributed (gloo on CPU, NCCL with
+--device cuda) and then, for every scenario of DIR/plan.json in order:
+
+  save: builds its GPT entries (adapter_codec: real ShardedTensor / ShardedObject /
+        ShardedTensorFactory objects), fills every tensor from the fill segments the C++ plan
+        gives (value = key_id * 2^40 + global linear index, int64), and calls
+        megatron.core.dist_checkpointing.save. Rank 0 then lists the checkpoint's writers from
+        the DCP metadata (which file wrote which chunk).
+  load: builds its hybrid entries (loaded entries hold the sentinel -1, fresh ones their
+        segments' values), retargets them with Megatron's own gpt_compatible_layer_maps +
+        retarget_sharded_state_dict_to_gpt_checkpoint, checks the checkpoint's files against
+        its metadata (truncation), calls dist_checkpointing.load and torch.saves what it loaded
+        to DIR/<scenario>/loaded_rank_<r>.pt for the C++ verifier.
+
+No layout or retarget rule lives here: the segments and the expected values come from the C++
+reference (harness/roundtrip/world_plan.cc); this file only fills, saves, loads and dumps.
+
+It writes DIR/status/<phase>_rank_<r>.json at every stage change (pid, stage, step, scenario) so
+the harness can name a hung rank, and DIR/results/<phase>_rank_<r>.json after every scenario
+(seconds, peak memory, bytes, memcpy seconds, errors). Exit 0, or 1 after a recorded error.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(1, HERE)
+
+KEY_SHIFT = 40
+SENTINEL = -1  # what a loaded entry holds before the load: "never written"
+
+
+def write_atomic(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def vm_field(name):
+    """A /proc/self/status field in bytes (VmHWM, VmRSS), 0 where unavailable."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss():
+    """Resets VmHWM to the current RSS (Linux clear_refs 5); False where not permitted."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class Status:
+    """DIR/status/<phase>_rank_<r>.json: where this rank is, for naming a hung rank."""
+
+    def __init__(self, work, phase, rank):
+        os.makedirs(os.path.join(work, "status"), exist_ok=True)
+        self.path = os.path.join(work, "status", f"{phase}_rank_{rank}.json")
+        self.step = 0
+        self.scenario = None
+
+    def __call__(self, stage):
+        self.step += 1
+        write_atomic(self.path, {"pid": os.getpid(), "stage": stage, "step": self.step, "scenario": self.scenario,
+                                 "since": time.time()})
+
+
+def fill(torch, shape, segments, device):
+    """An int64 tensor of `shape` whose rows follow the segments; rows no segment covers are 0."""
+    t = torch.zeros(tuple(shape), dtype=torch.int64)
+    for begin, rows, key_id, gshape, goff, p in segments:
+        strides, s = [0] * len(gshape), 1
+        for a in range(len(gshape) - 1, -1, -1):
+            strides[a], s = s, s * gshape[a]
+        base = key_id << KEY_SHIFT
+        for a in range(p):
+            base += goff[a] * strides[a]
+        if len(shape) == 0:
+            t.fill_(base)
+            continue
+        local = [rows] + list(shape[1:])
+        value = torch.full(tuple(local), base, dtype=torch.int64)
+        for j, n in enumerate(local):
+            idx = torch.arange(n, dtype=torch.int64) + goff[p + j]
+            view = [1] * len(local)
+            view[j] = n
+            value += (idx * strides[p + j]).reshape(view)
+        t[begin:begin + rows] = value
+    return t.to(device)
+
+
+def tensor_bytes(sd, torch):
+    n = 0
+    for v in sd.values():
+        data = getattr(v, "data", None)
+        if isinstance(data, torch.Tensor):
+            n += data.numel() * data.element_size()
+    return n
+
+
+def memcpy_seconds(sd, torch, device):
+    """Best of three copies of this rank's tensors (the bandwidth the save/load is compared to)."""
+    tensors = [v.data for v in sd.values() if isinstance(getattr(v, "data", None), torch.Tensor)]
+    best = None
+    for _ in range(3):
+        if device != "cpu":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for t in tensors:
+            torch.empty_like(t).copy_(t)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    return best or 0.0
+
+
+class World:
+    def __init__(self, args):
+        self.args = args
+        self.work = os.path.abspath(args.work)
+        self.plan = read_json(os.path.join(self.work, "plan.json"))
+        self.rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0")))
+        self.size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+        self.local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", os.environ.get("LOCAL_RANK", "0")))
+        self.phase = args.phase
+        self.status = Status(self.work, self.phase, self.rank)
+        os.makedirs(os.path.join(self.work, "results"), exist_ok=True)
+        self.result_path = os.path.join(self.work, "results", f"{self.phase}_rank_{self.rank}.json")
+        self.result = {"rank": self.rank, "world_size": self.size, "phase": self.phase, "pid": os.getpid(),
+                       "scenarios": []}
+        self.device = self.plan.get("device", "cpu")
+
+    def flush(self):
+        write_atomic(self.result_path, self.result)
+
+    def fault(self, kind):
+        """--fault KIND:RANK[:SCENARIO] applies to this rank (and scenario) only."""
+        f = self.args.fault
+        if not f:
+            return False
+        parts = f.split(":")
+        if parts[0] != kind or int(parts[1]) != self.rank:
+            return False
+        return len(parts) < 3 or parts[2] == self.status.scenario
+
+
+def run(args):
+    world = World(args)
+    world.status("import")
+    world.flush()
+    from adapter import load_megatron
+    from adapter_codec import Codec
+    import roundtrip as rt  # the CPU patches, the mutants and megatron_frame (docs/roundtrip.md)
+
+    M = load_megatron(args.megatron_path)
+    torch = M.torch
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+
+    res = world.result
+    res["megatron_version"], res["torch_version"] = M.megatron_version, torch.__version__
+    if M.interop is None:
+        raise RuntimeError("this Megatron lacks gpt_checkpoint_interop: " + json.dumps(M.import_errors))
+    device = world.device
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda but torch.cuda.is_available() is false on this machine")
+        torch.cuda.set_device(world.local_rank % torch.cuda.device_count())
+        device = f"cuda:{torch.cuda.current_device()}"
+        res["cpu_patches"] = []
+    else:
+        res["cpu_patches"] = [] if args.no_cpu_patches else rt.apply_cpu_patches(torch, M)
+    from megatron.core.dist_checkpointing.strategies import filesystem_async
+    res["speed_patches"] = rt.apply_speed_patches(filesystem_async)
+    if args.mutant and world.phase == "load":
+        rt.apply_mutant(args.mutant, M)
+        res["mutant"] = args.mutant
+    codec = Codec(M)
+
+    world.status("init_process_group")
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    timeout = datetime.timedelta(seconds=max(10, int(args.timeout)))
+    dist.init_process_group(backend, init_method="env://", rank=world.rank, world_size=world.size, timeout=timeout)
+    res["backend"] = backend
+    world.flush()
+
+    for scenario in world.plan["scenarios"]:
+        name = scenario["name"]
+        world.status.scenario = name
+        sdir = os.path.join(world.work, scenario["dir"])
+        entry = {"name": name, "ok": False}
+        res["scenarios"].append(entry)
+        stage = "prepare"
+        try:
+            if world.phase == "save":
+                stage = save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
+            else:
+                stage = load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
+            entry["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+            stage = getattr(exc, "_ih_stage", stage)
+            text = " ".join(f"{type(exc).__name__}: {exc}".split())
+            print(traceback.format_exc(), file=sys.stderr, flush=True)
+            kind = getattr(exc, "_ih_kind", None)
+            if kind is None:
+                in_megatron = "dist_checkpointing" in stage or "retarget" in stage
+                kind = "megatron_error" if in_megatron else "harness_error"
+                if in_megatron and any(w in text.lower() for w in rt.CUDA_WORDS) and device == "cpu":
+                    kind = "cannot_run"
+            entry["error"] = {"kind": kind, "stage": stage, "message": text[:2000],
+                              "megatron_frame": rt.megatron_frame(exc.__traceback__)}
+            world.flush()
+            return 1  # the other ranks may wait in a collective: mpirun ends the world
+        world.flush()
+    world.status("done")
+    dist.barrier()
+    world.flush()
+    return 0
+
+
+class Staged(Exception):
+    pass
+
+
+def staged(exc, stage, kind=None):
+    exc._ih_stage = stage
+    if kind:
+        exc._ih_kind = kind
+    return exc
+
+
+def set_stage(world, stage):
+    world.status(stage)
+    return stage
+
+
+def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
+    stage = set_stage(world, "save: build state")
+    rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
+    sd = {}
+    for i, item in enumerate(rank_plan["entries"]):
+        e, path, where = item["entry"], item["path"], f"save_rank_{world.rank}.json entry {i}"
+        kind = e["kind"]
+        if kind == "tensor":
+            st = codec.tensor(dict(e, dtype="int64"), where)
+            st.data = fill(torch, e["local_shape"], rank_plan["fill"][path], device)
+            sd[path] = st
+        elif kind == "factory":
+            f = codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where)
+            f.data = fill(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device)
+            sd[path] = f
+        elif kind == "object":
+            so = codec.leaf(e, where)
+            so.data = rank_plan["objects"][path]
+            sd[path] = so
+        elif kind == "plain":
+            sd[path] = e.get("value")
+        elif kind == "local":
+            sd[path] = M.LocalNonpersistentObject(e.get("value"))
+    nbytes = tensor_bytes(sd, torch)
+    entry["bytes"] = nbytes
+    entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
+    ckpt = os.path.join(sdir, "checkpoint")
+    os.makedirs(ckpt, exist_ok=True)
+    killer = None
+    if world.fault("kill_save"):
+        killer = kill_when_writing(ckpt, world.rank)
+    stage = set_stage(world, "save: barrier before dist_checkpointing.save")
+    dist.barrier()
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    entry["rss_before"] = vm_field("VmRSS")
+    entry["peak_reset"] = reset_peak_rss()
+    stage = set_stage(world, "save: dist_checkpointing.save")
+    t0 = time.perf_counter()
+    try:
+        dist_checkpointing.save(sd, ckpt)
+    except BaseException as exc:
+        raise staged(exc, stage)
+    if killer:
+        os.kill(os.getpid(), signal.SIGKILL)  # the save finished before the watcher saw a file
+    entry["seconds"] = time.perf_counter() - t0
+    entry["peak_rss"] = vm_field("VmHWM")
+    if cuda:
+        entry["cuda_max_allocated"] = torch.cuda.max_memory_allocated()
+        entry["cuda_max_reserved"] = torch.cuda.max_memory_reserved()
+        # Reserved growth across three consecutive saves (the GTP PR's symptom: ~48 GB per save).
+        reserved = [torch.cuda.memory_reserved()]
+        for i in range(3):
+            stage = set_stage(world, f"save: repeated save {i + 1} of 3")
+            os.makedirs(os.path.join(sdir, f"checkpoint_repeat_{i}"), exist_ok=True)
+            dist_checkpointing.save(sd, os.path.join(sdir, f"checkpoint_repeat_{i}"))
+            reserved.append(torch.cuda.memory_reserved())
+        entry["cuda_reserved_after_saves"] = reserved
+    stage = set_stage(world, "save: barrier after dist_checkpointing.save")
+    dist.barrier()
+    if world.rank == 0:
+        stage = set_stage(world, "save: list writers from the DCP metadata")
+        entry["writers"] = list_writers(ckpt)
+    return stage
+
+
+def kill_when_writing(ckpt, rank):
+    """Fault: SIGKILL this rank as soon as it has started writing its checkpoint files."""
+    prefix = f"__{rank}_"
+
+    def watch():
+        while True:
+            try:
+                if any(n.startswith(prefix) for n in os.listdir(ckpt)):
+                    os.kill(os.getpid(), signal.SIGKILL)
+            except OSError:
+                pass
+            time.sleep(0.002)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def read_dcp_metadata(ckpt):
+    from torch.distributed.checkpoint import FileSystemReader
+    return FileSystemReader(ckpt).read_metadata()
+
+
+def list_writers(ckpt):
+    """[key, chunk offsets, file] for every tensor chunk in the checkpoint's metadata."""
+    md = read_dcp_metadata(ckpt)
+    out = []
+    for idx, info in md.storage_data.items():
+        if idx.offset is None:
+            continue  # a byte item (ShardedObject, common state)
+        out.append([idx.fqn, list(idx.offset), info.relative_path])
+    return out
+
+
+def check_files(ckpt, needed_keys):
+    """Every stored chunk of a key this rank reads lies inside its file; raises a typed error
+    naming the file, the key and the byte range otherwise."""
+    md = read_dcp_metadata(ckpt)
+    sizes = {}
+    for idx, info in md.storage_data.items():
+        if idx.fqn not in needed_keys:
+            continue
+        path = os.path.join(ckpt, info.relative_path)
+        if path not in sizes:
+            sizes[path] = os.path.getsize(path) if os.path.exists(path) else -1
+        end = info.offset + info.length
+        if sizes[path] < end:
+            have = "is missing" if sizes[path] < 0 else f"has {sizes[path]} bytes"
+            raise ValueError(f"checkpoint file {info.relative_path} {have}; key {idx.fqn} chunk "
+                             f"{list(idx.offset) if idx.offset is not None else '(bytes)'} needs bytes "
+                             f"{info.offset}..{end}")
+
+
+def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
+    stage = set_stage(world, "load: build state")
+    rank_plan = read_json(os.path.join(sdir, f"load_rank_{world.rank}.json"))
+    catalogue = read_json(os.path.join(sdir, "catalogue.json"))
+    sd = {}
+    for i, item in enumerate(rank_plan["entries"]):
+        e, path, where = item["entry"], item["path"], f"load_rank_{world.rank}.json entry {i}"
+        kind = e["kind"]
+        if kind in ("tensor", "factory"):
+            meta = e if kind == "tensor" else e["tensor"]
+            pre = rank_plan["prefill"][path]
+            if pre == "sentinel":
+                data = torch.full(tuple(meta["local_shape"]), SENTINEL, dtype=torch.int64, device=device)
+            else:
+                data = fill(torch, meta["local_shape"], pre, device)
+            obj = (codec.tensor(dict(e, dtype="int64"), where) if kind == "tensor"
+                   else codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where))
+            obj.data = data
+            sd[path] = obj
+        elif kind == "object":
+            so = codec.leaf(e, where)
+            so.data = rank_plan["objects"][path]
+            sd[path] = so
+        elif kind == "plain":
+            sd[path] = e.get("value")
+        elif kind == "local":
+            sd[path] = M.LocalNonpersistentObject(e.get("value"))
+    if world.fault("hang_load"):
+        set_stage(world, "load: before retarget (this rank stopped answering: injected hang)")
+        while True:
+            time.sleep(60)
+    stage = set_stage(world, "load: retarget (Megatron's gpt_compatible_layer_maps)")
+    try:
+        maps = M.interop.gpt_compatible_layer_maps(scenario["pattern"])
+        M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
+    except BaseException as exc:
+        raise staged(exc, stage)
+    ckpt = os.path.join(sdir, "checkpoint")
+    stage = set_stage(world, "load: check checkpoint files against the metadata")
+    needed = {k["key"] for k in catalogue["keys"]}
+    try:
+        check_files(ckpt, needed)
+    except ValueError as exc:
+        raise staged(exc, stage, "checkpoint_truncated")
+    except Exception as exc:  # noqa: BLE001 - an unreadable .metadata
+        raise staged(ValueError(f"checkpoint metadata {os.path.join(ckpt, '.metadata')} unreadable: "
+                                f"{type(exc).__name__}: {exc}"), stage, "checkpoint_corrupt")
+    nbytes = tensor_bytes(sd, torch)
+    entry["bytes"] = nbytes
+    entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
+    stage = set_stage(world, "load: barrier before dist_checkpointing.load")
+    dist.barrier()
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    entry["rss_before"] = vm_field("VmRSS")
+    entry["peak_reset"] = reset_peak_rss()
+    stage = set_stage(world, "load: dist_checkpointing.load")
+    t0 = time.perf_counter()
+    try:
+        loaded = dist_checkpointing.load(sd, ckpt)
+    except BaseException as exc:
+        # Name the file when DCP's error does (a corrupt chunk surfaces here).
+        raise staged(exc, stage)
+    if cuda:
+        torch.cuda.synchronize()
+    entry["seconds"] = time.perf_counter() - t0
+    entry["peak_rss"] = vm_field("VmHWM")
+    if cuda:
+        entry["cuda_max_allocated"] = torch.cuda.max_memory_allocated()
+        entry["cuda_max_reserved"] = torch.cuda.max_memory_reserved()
+    stage = set_stage(world, "load: dump what was loaded (torch.save)")
+    dump = {}
+    plain_paths = {item["path"] for item in rank_plan["entries"] if item["entry"]["kind"] == "plain"}
+    for path, value in loaded.items():
+        if path in plain_paths:
+            dump[path] = "json:" + json.dumps(value, default=repr)
+        elif isinstance(value, torch.Tensor):
+            dump[path] = value.detach().to("cpu").contiguous()
+        elif isinstance(value, str):
+            dump[path] = value
+        else:
+            dump[path] = "json:" + json.dumps(value, default=repr)
+    out = os.path.join(sdir, f"loaded_rank_{world.rank}.pt")
+    torch.save(dump, out + ".tmp")
+    os.replace(out + ".tmp", out)  # never a half-written file under the final name
+    stage = set_stage(world, "load: barrier after dump")
+    dist.barrier()
+    return stage
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--phase", choices=("save", "load"), required=True)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--megatron-path")
+    ap.add_argument("--mutant")
+    ap.add_argument("--fault", help="kill_save:RANK[:SCENARIO] or hang_load:RANK[:SCENARIO] (tests)")
+    ap.add_argument("--no-cpu-patches", action="store_true")
+    args = ap.parse_args()
+    os.dup2(2, 1)  # stdout is diagnostics only
+    sys.stdout = sys.stderr
+    try:
+        code = run(args)
+    except BaseException as exc:  # noqa: BLE001 - import or init failures
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        path = os.path.join(os.path.abspath(args.work), "results", f"{args.phase}_rank_"
+                            f"{os.environ.get('OMPI_COMM_WORLD_RANK', '0')}.json")
+        try:
+            res = read_json(path) if os.path.exists(path) else {"scenarios": []}
+            res["error"] = {"kind": "harness_error", "stage": "start", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_atomic(path, res)
+        except OSError:
+            pass
+        code = 1
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown (gloo/NCCL atexit work can hang on a dead peer)
+
+
+if __name__ == "__main__":
+    main()

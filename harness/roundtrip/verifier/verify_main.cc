@@ -1,0 +1,379 @@
+// ih_roundtrip_verifier: reads what every load rank of one round-trip scenario loaded (torch.save
+// files, read with LibTorch's C++ pickle_load from the venv's own torch wheel) and checks every
+// element against the element-provenance oracle the C++ reference computed (world_plan.cc):
+//
+//   ih_roundtrip_verifier --dir SCENARIO_DIR --ranks B [--save-result FILE --scenario NAME] [--show N]
+//
+// Prints one JSON object: ok, elements_verified (compared and right), wrong_elements, counts per
+// kind (misplaced, duplicated, dropped, nonzero_pad, fresh_changed, garbage, missing, shape,
+// uncovered), the first N wrong elements named by key, rank and global index, object/plain/writer
+// checks and the checker's own speed. Exit 0 all right, 1 something wrong, 3 cannot verify (a
+// missing or unreadable file: never counted as verified).
+//
+// The only translation unit with torch headers: it includes just the pickle loader.
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+using Json = nlohmann::json;
+constexpr int kKeyShift = 40;
+constexpr std::int64_t kIndexMask = (std::int64_t{1} << kKeyShift) - 1;
+constexpr std::int64_t kSentinel = -1;
+
+struct KeyInfo {
+  std::string key;
+  std::vector<std::int64_t> shape;
+  bool fresh = false;
+};
+
+struct Wrong {
+  std::string kind;
+  int rank = 0;
+  std::string path;
+  std::int64_t expected = 0, got = 0;
+  std::vector<std::int64_t> local;
+};
+
+class CannotVerify : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw CannotVerify("cannot open " + path);
+  try {
+    return Json::parse(in);
+  } catch (const std::exception& e) {
+    throw CannotVerify("cannot parse " + path + ": " + e.what());
+  }
+}
+
+std::vector<std::int64_t> unravel(std::int64_t index, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> out(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    out[d] = shape[d] ? index % shape[d] : 0;
+    index = shape[d] ? index / shape[d] : 0;
+  }
+  return out;
+}
+
+std::string list_text(const std::vector<std::int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const Json& catalogue) {
+    for (const auto& k : catalogue.at("keys"))
+      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(), false};
+    for (const auto& k : catalogue.at("fresh_keys"))
+      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(), true};
+  }
+
+  std::string describe(std::int64_t v) const {
+    if (v == kSentinel) return "-1 (never written by the load)";
+    if (v == 0) return "0 (padding)";
+    const auto it = keys_.find(v >> kKeyShift);
+    if (v < 0 || it == keys_.end()) return std::to_string(v) + " (no oracle value: corrupt data)";
+    return it->second.key + list_text(unravel(v & kIndexMask, it->second.shape)) +
+           (it->second.fresh ? " (a fresh entry's value)" : "");
+  }
+  bool is_oracle_value(std::int64_t v) const { return v > 0 && keys_.count(v >> kKeyShift) > 0; }
+  bool is_fresh_value(std::int64_t v) const {
+    const auto it = keys_.find(v >> kKeyShift);
+    return it != keys_.end() && it->second.fresh;
+  }
+
+  /// The expected values of one loaded path, from its segments; rows no segment covers are 0.
+  static std::vector<std::int64_t> expected(const std::vector<std::int64_t>& local, const Json& segments) {
+    std::int64_t n = 1;
+    for (std::int64_t d : local) n *= d;
+    std::vector<std::int64_t> out(static_cast<std::size_t>(n), 0);
+    std::int64_t inner = 1;
+    for (std::size_t d = 1; d < local.size(); ++d) inner *= local[d];
+    for (const auto& seg : segments) {
+      const std::int64_t begin = seg[0], rows = seg[1], key_id = seg[2];
+      const auto gshape = seg[3].get<std::vector<std::int64_t>>();
+      const auto goff = seg[4].get<std::vector<std::int64_t>>();
+      const std::size_t p = seg[5].get<std::size_t>();
+      std::vector<std::int64_t> stride(gshape.size(), 1);
+      for (std::size_t a = gshape.size(); a-- > 1;) stride[a - 1] = stride[a] * gshape[a];
+      std::int64_t base = key_id << kKeyShift;
+      for (std::size_t a = 0; a < p; ++a) base += goff[a] * stride[a];
+      if (local.empty()) {
+        if (!out.empty()) out[0] = base;
+        continue;
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t row_base = base + (goff[p] + r) * stride[p];
+        for (std::int64_t k = 0; k < inner; ++k) {
+          std::int64_t rem = k, v = row_base;
+          for (std::size_t d = local.size(); d-- > 1;) {
+            v += (goff[p + d] + rem % local[d]) * stride[p + d];
+            rem /= local[d];
+          }
+          out[static_cast<std::size_t>((begin + r) * inner + k)] = v;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::map<std::int64_t, KeyInfo> keys_;
+};
+
+torch::jit::IValue load_pt(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CannotVerify("loaded file " + path + " is missing (the load rank did not finish)");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw CannotVerify("LibTorch cannot read " + path + ": " + what.substr(0, what.find('\n')));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, save_result, scenario;
+  int ranks = 0;
+  std::size_t show = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "ERROR: invalid_argument: " << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--dir") dir = next();
+    else if (a == "--ranks") ranks = std::stoi(next());
+    else if (a == "--save-result") save_result = next();
+    else if (a == "--scenario") scenario = next();
+    else if (a == "--show") show = static_cast<std::size_t>(std::stoul(next()));
+    else {
+      std::cerr << "ERROR: invalid_argument: unknown flag " << a << "\n";
+      return 2;
+    }
+  }
+  if (dir.empty() || ranks < 1) {
+    std::cerr << "usage: ih_roundtrip_verifier --dir SCENARIO_DIR --ranks B [--save-result FILE --scenario NAME]\n";
+    return 2;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  Json out{{"ok", false}, {"elements_verified", 0}, {"wrong_elements", 0}};
+  try {
+    const Json catalogue = read_json(dir + "/catalogue.json");
+    Verifier v(catalogue);
+    std::map<std::string, std::int64_t> counts;
+    std::vector<Wrong> wrong;
+    std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
+    std::vector<std::string> notes;
+    // Loaded data is kept so duplicates can be told from misplaced elements afterwards.
+    struct Held {
+      int rank;
+      std::vector<std::int64_t> expected;
+      at::Tensor got;
+    };
+    std::vector<Held> held;
+    for (int r = 0; r < ranks; ++r) {
+      const Json oracle = read_json(dir + "/oracle_rank_" + std::to_string(r) + ".json");
+      const std::string pt = dir + "/loaded_rank_" + std::to_string(r) + ".pt";
+      const torch::jit::IValue loaded = load_pt(pt);
+      if (!loaded.isGenericDict()) throw CannotVerify(pt + " does not hold a dict");
+      std::map<std::string, torch::jit::IValue> by_path;
+      for (const auto& item : loaded.toGenericDict()) by_path.emplace(item.key().toStringRef(), item.value());
+      for (const auto& t : oracle.at("tensors")) {
+        const std::string path = t.at("path");
+        const auto local = t.at("local_shape").get<std::vector<std::int64_t>>();
+        const bool fresh = t.at("fresh");
+        std::vector<std::int64_t> want = Verifier::expected(local, t.at("segments"));
+        ++tensors;
+        const auto it = by_path.find(path);
+        if (it == by_path.end() || !it->second.isTensor()) {
+          counts["missing"] += static_cast<std::int64_t>(want.size());
+          compared += static_cast<std::int64_t>(want.size());
+          wrong.push_back({"missing", r, path, want.empty() ? 0 : want[0], 0, {}});
+          continue;
+        }
+        at::Tensor got = it->second.toTensor().contiguous();
+        if (got.scalar_type() != at::kLong || got.sizes().vec() != local) {
+          counts["shape"] += static_cast<std::int64_t>(want.size());
+          compared += static_cast<std::int64_t>(want.size());
+          wrong.push_back({"shape", r, path, 0, 0, got.sizes().vec()});
+          continue;
+        }
+        const std::int64_t* g = got.data_ptr<std::int64_t>();
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          ++compared;
+          if (g[i] == want[i]) continue;
+          std::string kind;
+          if (want[i] == 0) kind = "nonzero_pad";
+          else if (g[i] == kSentinel) kind = "dropped";
+          else if (fresh) kind = "fresh_changed";
+          else if (v.is_oracle_value(g[i])) kind = "misplaced";  // duplicated: decided below
+          else kind = "garbage";
+          ++counts[kind];
+          std::vector<std::int64_t> idx;
+          std::int64_t rem = static_cast<std::int64_t>(i);
+          idx.resize(local.size());
+          for (std::size_t d = local.size(); d-- > 0;) idx[d] = rem % local[d], rem /= local[d];
+          wrong.push_back({kind, r, path, want[i], g[i], idx});
+        }
+        held.push_back({r, std::move(want), got});
+      }
+      for (const auto& o : oracle.at("objects")) {
+        ++objects;
+        const auto it = by_path.find(o.at("path").get<std::string>());
+        const std::string want = o.at("expected");
+        if (it == by_path.end() || !it->second.isString() || it->second.toStringRef() != want) {
+          ++counts["object"];
+          wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
+          notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
+                          want + ", holds " +
+                          (it == by_path.end() ? "nothing" : it->second.isString() ? it->second.toStringRef() : "a non-string"));
+        }
+      }
+      for (const auto& p : oracle.at("plain")) {
+        const std::string path = p.at("path");
+        if (!catalogue.at("saved_plain").contains(path)) continue;
+        ++plain;
+        const auto it = by_path.find(path);
+        const Json saved = Json::parse(catalogue.at("saved_plain").at(path).get<std::string>());
+        bool same = false;
+        if (it != by_path.end() && it->second.isString() && it->second.toStringRef().rfind("json:", 0) == 0)
+          same = Json::parse(it->second.toStringRef().substr(5), nullptr, false) == saved;
+        if (!same) {
+          ++counts["plain"];
+          notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " + saved.dump());
+        }
+      }
+    }
+    // A wrong element holding an oracle value that is also held correctly somewhere is a duplicate.
+    if (counts["misplaced"] > 0) {
+      std::unordered_set<std::int64_t> right;
+      for (const Held& h : held) {
+        const std::int64_t* g = h.got.data_ptr<std::int64_t>();
+        for (std::size_t i = 0; i < h.expected.size(); ++i)
+          if (g[i] == h.expected[i] && g[i] > 0) right.insert(g[i]);
+      }
+      for (Wrong& w : wrong)
+        if (w.kind == "misplaced" && right.count(w.got)) w.kind = "duplicated", --counts["misplaced"], ++counts["duplicated"];
+    }
+    const std::int64_t uncovered = catalogue.value("uncovered_elements", std::int64_t{0});
+    if (uncovered > 0) {
+      counts["uncovered"] += uncovered;
+      notes.push_back(std::to_string(uncovered) + " saved elements are read by no load rank");
+    }
+    // Exactly one writer per chunk: the DCP metadata against the main replicas of the plan.
+    std::int64_t writers_checked = 0;
+    if (!save_result.empty()) {
+      const Json saved = read_json(save_result);
+      const Json* listed = nullptr;
+      for (const auto& s : saved.at("scenarios"))
+        if (s.value("name", "") == scenario && s.contains("writers")) listed = &s.at("writers");
+      if (!listed) throw CannotVerify(save_result + " lists no writers for scenario " + scenario);
+      std::map<std::pair<std::string, std::vector<std::int64_t>>, std::vector<std::int64_t>> actual;
+      std::set<std::string> catalogue_keys;
+      for (const auto& k : catalogue.at("keys")) catalogue_keys.insert(k.at("key").get<std::string>());
+      for (const auto& w : *listed) {
+        const std::string key = w[0], file = w[2];
+        if (!catalogue_keys.count(key)) continue;
+        std::int64_t writer = -1;
+        if (file.rfind("__", 0) == 0) writer = std::atoll(file.c_str() + 2);
+        actual[{key, w[1].get<std::vector<std::int64_t>>()}].push_back(writer);
+      }
+      for (const auto& w : catalogue.at("writers")) {
+        ++writers_checked;
+        const auto k = std::make_pair(w[0].get<std::string>(), w[1].get<std::vector<std::int64_t>>());
+        const auto it = actual.find(k);
+        const std::int64_t want = w[2];
+        if (it == actual.end() || it->second.size() != 1 || it->second[0] != want) {
+          ++counts["writer"];
+          std::string got = "no writer";
+          if (it != actual.end()) {
+            got = "writers";
+            for (std::int64_t x : it->second) got += " " + std::to_string(x);
+          }
+          if (notes.size() < 50)
+            notes.push_back("chunk " + k.first + list_text(k.second) + ": expected exactly one writer, rank " +
+                            std::to_string(want) + "; checkpoint has " + got);
+        }
+        if (it != actual.end()) actual.erase(it);
+      }
+      for (const auto& [k, w] : actual) {
+        ++counts["writer"];
+        if (notes.size() < 50) notes.push_back("chunk " + k.first + list_text(k.second) + " written but no rank holds its main replica");
+      }
+    }
+    std::int64_t wrong_elements = 0;
+    for (const auto& [kind, n] : counts)
+      if (kind != "object" && kind != "plain" && kind != "writer") wrong_elements += n;
+    Json first = Json::array();
+    std::map<std::string, int> shown_per_path;  // at most two per loaded tensor, so several show
+    for (const Wrong& w : wrong) {
+      if (first.size() >= show) break;
+      if (++shown_per_path[std::to_string(w.rank) + w.path] > 2) continue;
+      if (w.kind == "missing") {
+        first.push_back("rank " + std::to_string(w.rank) + ": " + w.path + " was not loaded (should hold " +
+                        v.describe(w.expected) + " ...)");
+      } else if (w.kind == "shape") {
+        first.push_back("rank " + std::to_string(w.rank) + ": " + w.path + " loaded with shape " + list_text(w.local) +
+                        " or a non-int64 dtype");
+      } else if (w.kind != "object") {
+        const std::string where = w.kind == "nonzero_pad" ? "pad element (local " + list_text(w.local) + ")"
+                                                          : v.describe(w.expected) + " (local " + list_text(w.local) + ")";
+        first.push_back(w.kind + ": rank " + std::to_string(w.rank) + ": " + w.path + ": " + where + " holds " +
+                        v.describe(w.got));
+      }
+    }
+    for (const auto& n : notes)
+      if (first.size() < show + 10) first.push_back(n);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::int64_t problems = wrong_elements;
+    for (const char* k : {"object", "plain", "writer"}) problems += counts.count(k) ? counts[k] : 0;
+    out["ok"] = problems == 0 && compared > 0;
+    out["elements_verified"] = compared - (wrong_elements - counts["uncovered"]);
+    out["elements_compared"] = compared;
+    out["wrong_elements"] = wrong_elements;
+    Json nonzero = Json::object();
+    for (const auto& [kind, n] : counts)
+      if (n != 0) nonzero[kind] = n;
+    out["counts"] = nonzero;
+    out["first"] = first;
+    out["tensors_checked"] = tensors;
+    out["objects_checked"] = objects;
+    out["plain_checked"] = plain;
+    out["writers_checked"] = writers_checked;
+    out["seconds"] = seconds;
+    out["elements_per_second"] = seconds > 0 ? static_cast<double>(compared) / seconds : 0.0;
+    std::cout << out.dump() << "\n";
+    return out["ok"].get<bool>() ? 0 : 1;
+  } catch (const CannotVerify& e) {
+    out["error"] = {{"kind", "cannot_verify"}, {"message", e.what()}};
+    std::cout << out.dump() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    out["error"] = {{"kind", "harness_error"}, {"message", e.what()}};
+    std::cout << out.dump() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,455 @@
+#include "harness/roundtrip/world_plan.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "codec/json_codec.h"
+#include "models/checked_math.h"
+#include "models/flat_state.h"
+#include "models/gpt_layer_maps.h"
+#include "models/retarget.h"
+
+namespace ih {
+namespace {
+
+using json::Json;
+
+/// Oracle value of element g of key id k: k * 2^40 + ravel(g). GPT keys have ids from 1; fresh
+/// (never loaded) hybrid keys from kFreshIdBase, so a value always says which kind it is.
+constexpr std::int64_t kFreshIdBase = std::int64_t{1} << 20;
+
+Status write_json(const std::filesystem::path& path, const Json& value) {
+  std::ofstream out(path, std::ios::binary);
+  out << json::dump(value) << "\n";
+  out.close();
+  if (!out) return make_error(ErrorKind::harness_error, "cannot write " + path.string());
+  return Ok{};
+}
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    auto m = checked_mul(n, d, "tensor size");
+    n = m.ok() ? *m : INT64_MAX;
+  }
+  return n;
+}
+
+/// A run of local rows [begin, begin + rows) of a local tensor whose element (r, c...) holds key
+/// `key`'s element (offset[:p], offset[p] + r - begin, offset[p+1] + c, ...).
+struct Segment {
+  std::int64_t begin = 0, rows = 0;
+  std::string key;
+  Shape global_shape, global_offset;
+  std::int64_t prepend = 0;
+};
+
+Json segment_json(const Segment& s, std::int64_t key_id) {
+  return Json::array({s.begin, s.rows, key_id, s.global_shape, s.global_offset, s.prepend});
+}
+
+Segment whole_tensor(const ShardedTensor& t) {
+  return {0, t.local_shape.empty() ? 1 : t.local_shape[0], t.key, t.global_shape, t.global_offset, t.prepend_axis_num};
+}
+
+/// Segments of a factory's local data: each built tensor's rows are views of the factory's data
+/// (reference build), so row block b of built tensor x maps data rows [b.first_row, +b.rows) to
+/// x's global rows from x.global_offset[p] + (rows of x before b). Zero blocks (padding) map
+/// nothing: those rows are expected to be zero.
+Result<std::vector<Segment>> factory_segments(const ShardedTensorFactory& f) {
+  IH_TRY_ASSIGN(built, f.build());
+  std::vector<Segment> out;
+  for (const FlatEntry& e : flatten(built)) {
+    const auto* t = std::get_if<ShardedTensor>(&e.entry);
+    if (!t) continue;
+    if (!t->data) return make_error(ErrorKind::harness_error, "factory '" + f.key + "' built a tensor without data");
+    std::int64_t pos = 0;
+    for (const RowBlock& b : t->data->blocks) {
+      if (!b.is_zero()) {
+        Segment s{b.first_row, b.rows, t->key, t->global_shape, t->global_offset, t->prepend_axis_num};
+        s.global_offset[static_cast<std::size_t>(t->prepend_axis_num)] += pos;
+        out.push_back(std::move(s));
+      }
+      pos += b.rows;
+    }
+  }
+  return out;
+}
+
+Shape factory_local_shape(const ShardedTensorFactory& f) { return f.data ? f.data->shape : Shape{}; }
+
+std::string offset_text(const Shape& offset) {
+  std::string s;
+  for (std::size_t i = 0; i < offset.size(); ++i) s += (i ? "," : "") + std::to_string(offset[i]);
+  return s;
+}
+
+/// Dense entries of ranks with ep_rank > 0 are replicas of ep_rank 0's: their DP coordinate.
+void set_dense_replicas(std::vector<FlatEntry>& entries, const WorldLayout& w, const RankLayout& l) {
+  if (w.ep == 1) return;
+  const std::int64_t dp_coord = l.dp_rank * w.ep + l.ep_rank;
+  const auto fix = [&](ReplicaId& id, const std::string& key) {
+    if (key.find(".experts.") != std::string::npos || !id.is_tuple || id.coords.empty()) return;
+    id.coords.back() = dp_coord;
+  };
+  for (FlatEntry& e : entries) {
+    if (auto* t = std::get_if<ShardedTensor>(&e.entry)) fix(t->replica_id, t->key);
+    if (auto* o = std::get_if<ShardedObject>(&e.entry)) fix(o->replica_id, o->key);
+    if (auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) fix(f->replica_id, f->key);
+  }
+}
+
+ModelConfig small_world_config() {
+  ModelConfig c;
+  c.hidden = 64;
+  c.num_attention_heads = 8;
+  c.num_query_groups = 8;
+  c.kv_channels = 8;
+  c.ffn_hidden = 128;
+  c.add_bias = true;
+  c.vocab = 256;
+  c.mamba_heads = 8;
+  c.mamba_head_dim = 8;
+  c.mamba_groups = 8;
+  c.mamba_state = 8;
+  c.moe_ffn_hidden = 64;
+  return c;
+}
+
+Error cannot_lay_out(const std::string& name, std::int64_t a, std::int64_t b, const std::string& why) {
+  return Error{ErrorKind::unsupported, "scenario '" + name + "' cannot be laid out on " + std::to_string(a) +
+                                           " save / " + std::to_string(b) + " load ranks: " + why};
+}
+
+bool power_of_two_upto8(std::int64_t n) { return n == 1 || n == 2 || n == 4 || n == 8; }
+
+}  // namespace
+
+std::string WorldLayout::text() const {
+  std::string s = "TP=" + std::to_string(tp) + " PP=" + std::to_string(pp);
+  if (ep > 1) s += " EP=" + std::to_string(ep);
+  if (dp > 1) s += " DP=" + std::to_string(dp);
+  return s + " (" + std::to_string(ranks()) + (ranks() == 1 ? " rank)" : " ranks)");
+}
+
+RankLayout WorldLayout::rank_layout(std::int64_t r) const {
+  RankLayout l;
+  l.tp = tp, l.tp_rank = r % tp;
+  l.ep = ep, l.ep_rank = (r / tp) % ep;
+  l.pp = pp, l.pp_rank = (r / (tp * ep)) % pp;
+  l.dp_rank = r / (tp * ep * pp);
+  l.etp = tp, l.etp_rank = l.tp_rank;  // Megatron's default: expert TP = TP
+  return l;
+}
+
+std::vector<std::string> world_scenario_names() {
+  return {"gpt_hybrid_tp", "gpt_hybrid_tp_pp", "gpt_hybrid_pp_tp", "gpt_hybrid_moe_ep", "dp_replicas"};
+}
+
+std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
+  return {{"gdp_in_proj_gtp",
+           "GDP in_proj under GTP needs the GTP stand-in world (harness/megatron/adapter/gtp_world.py) and a plan "
+           "for its factories; not in this build"}};
+}
+
+Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {
+  if (a < 1 || b < 1 || a > 8 || b > 8)
+    return make_error(ErrorKind::invalid_argument, "save and load ranks must be in [1, 8]");
+  if (!power_of_two_upto8(a) || !power_of_two_upto8(b))
+    return cannot_lay_out(name, a, b, "the small model's dimensions (8 heads, 4 experts) divide by 1, 2, 4 or 8 ranks");
+  WorldScenario s;
+  s.name = name;
+  s.config = small_world_config();
+  if (name == "gpt_hybrid_tp") {
+    s.description = "GPT -> hybrid, TP change, SwiGLU factories and optimizer states";
+    s.gated = s.optimizer = true;
+    s.save.tp = a, s.load.tp = b;
+  } else if (name == "gpt_hybrid_tp_pp") {
+    s.description = "GPT saved at TP x PP=2 -> hybrid loaded at TP only, optimizer states";
+    if (a < 2) return cannot_lay_out(name, a, b, "the save world needs PP=2");
+    s.pattern = "M*-M*-M*-M*-";
+    s.optimizer = true;
+    s.save.tp = a / 2, s.save.pp = 2, s.load.tp = b;
+  } else if (name == "gpt_hybrid_pp_tp") {
+    s.description = "GPT saved at TP only -> hybrid loaded at TP x PP=2 (layers split evenly), SwiGLU";
+    if (b < 2) return cannot_lay_out(name, a, b, "the load world needs PP=2");
+    s.pattern = "M*-M*-M*-M*-";
+    s.gated = true;
+    s.save.tp = a, s.load.tp = b / 2, s.load.pp = 2;
+  } else if (name == "gpt_hybrid_moe_ep") {
+    s.description = "GPT MoE (4 experts) -> hybrid with E layers, EP change, optimizer states";
+    s.pattern = "M*EM*E";
+    s.config.num_experts = 4;
+    s.optimizer = true;
+    const std::int64_t sep = std::min<std::int64_t>(a, 4), lep = std::min<std::int64_t>(b, 4);
+    s.save.ep = sep, s.save.tp = a / sep, s.load.ep = lep, s.load.tp = b / lep;
+  } else if (name == "dp_replicas") {
+    s.description = "DP=2 replicas on both sides (exactly one writer per shard), TP change";
+    if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need DP=2");
+    s.optimizer = true;
+    s.save.dp = 2, s.save.tp = a / 2, s.load.dp = 2, s.load.tp = b / 2;
+  } else {
+    std::string known;
+    for (const auto& n : world_scenario_names()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [n, why] : world_scenarios_not_run()) {
+      if (n == name) return make_error(ErrorKind::unsupported, "scenario '" + name + "' is not run: " + why);
+    }
+    return make_error(ErrorKind::invalid_argument, "unknown scenario '" + name + "' (known: " + known + ")");
+  }
+  return s;
+}
+
+Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t a, std::int64_t b) {
+  if (!power_of_two_upto8(a) || !power_of_two_upto8(b))
+    return make_error(ErrorKind::invalid_argument, "seeded scenarios need 1, 2, 4 or 8 ranks per world");
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  WorldScenario s;
+  s.name = "seed_" + std::to_string(seed);
+  s.config = small_world_config();
+  const bool moe = pick(3) == 0;
+  const std::vector<std::string> dense = {"M*-M*-", "M*-M*-M*-M*-", "*-M*-M", "M*-*-M"};
+  const std::vector<std::string> experts = {"M*EM*E", "*EM*EM*E*E"};
+  s.pattern = moe ? experts[static_cast<std::size_t>(pick(2))] : dense[static_cast<std::size_t>(pick(4))];
+  if (moe) s.config.num_experts = 4;
+  s.gated = !moe && pick(2) == 0;
+  s.optimizer = pick(2) == 0;
+  auto maps = gpt_compatible_layer_maps(s.pattern);
+  if (!maps.ok()) return maps.error();
+  const std::int64_t layers = maps->num_gpt_layers;
+  const std::int64_t hybrid_layers = static_cast<std::int64_t>(s.pattern.size());
+  // Split n ranks into tp x pp x ep x dp, each a power of two, within the model's limits.
+  const auto draw = [&](std::int64_t n, bool saving) {
+    WorldLayout w;
+    std::int64_t left = n;
+    while (left > 1) {
+      const std::int64_t dim = pick(4);
+      if (dim == 1 && w.pp * 2 <= 2 && (saving ? layers % (w.pp * 2) == 0 : hybrid_layers % (w.pp * 2) == 0))
+        w.pp *= 2;
+      else if (dim == 2 && moe && w.ep * 2 <= 4)
+        w.ep *= 2;
+      else if (dim == 3 && w.dp * 2 <= 2)
+        w.dp *= 2;
+      else
+        w.tp *= 2;
+      left /= 2;
+    }
+    return w;
+  };
+  s.save = draw(a, true);
+  s.load = draw(b, false);
+  s.description = "drawn from seed " + std::to_string(seed) + ": pattern " + s.pattern + (s.gated ? ", SwiGLU" : "") +
+                  (s.optimizer ? ", optimizer states" : "") + (moe ? ", 4 experts" : "");
+  return s;
+}
+
+Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::filesystem::path& dir) {
+  IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(s.pattern));
+  const std::int64_t layers = maps.num_gpt_layers;
+  if (layers % s.save.pp != 0)
+    return make_error(ErrorKind::invalid_argument, "scenario '" + s.name + "': " + std::to_string(layers) +
+                                                       " GPT layers do not split over PP=" + std::to_string(s.save.pp));
+  ModelConfig config = s.config;
+  config.gated_mlp = s.gated;
+  const OptimizerStates optimizer = s.optimizer ? OptimizerStates::adam() : OptimizerStates{};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+
+  // Save world: entries, then the catalogue of GPT keys (ids from 1 in key order).
+  std::vector<std::vector<FlatEntry>> save_entries;
+  std::map<std::string, Shape> gpt_shapes;
+  for (std::int64_t r = 0; r < s.save.ranks(); ++r) {
+    const RankLayout l = s.save.rank_layout(r);
+    auto tree = gpt_sharded_state_dict(config, layers, l, optimizer);
+    if (!tree.ok()) return tree.error().with_context("scenario '" + s.name + "', GPT state dict of save rank " + std::to_string(r));
+    std::vector<FlatEntry> entries = flatten(*tree);
+    set_dense_replicas(entries, s.save, l);
+    for (const FlatEntry& e : entries) {
+      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) gpt_shapes.emplace(t->key, t->global_shape);
+      if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
+        IH_TRY_ASSIGN(segs, factory_segments(*f));
+        for (const Segment& seg : segs) gpt_shapes.emplace(seg.key, seg.global_shape);
+      }
+    }
+    save_entries.push_back(std::move(entries));
+  }
+  std::map<std::string, std::int64_t> key_id;
+  Json catalogue_keys = Json::array();
+  for (const auto& [key, shape] : gpt_shapes) {
+    key_id[key] = static_cast<std::int64_t>(key_id.size()) + 1;
+    catalogue_keys.push_back(Json{{"id", key_id[key]}, {"key", key}, {"global_shape", shape}});
+  }
+  WorldPlanStats stats;
+  stats.gpt_keys = static_cast<std::int64_t>(gpt_shapes.size());
+  for (const auto& [key, shape] : gpt_shapes) stats.saved_elements += numel(shape);
+
+  // Expected writers: every main-replica chunk, and the rank that holds it.
+  std::map<std::pair<std::string, Shape>, std::vector<std::int64_t>> writers;
+  const auto id_of = [&](const std::string& key) -> Result<std::int64_t> {
+    auto it = key_id.find(key);
+    if (it == key_id.end()) return make_error(ErrorKind::harness_error, "key '" + key + "' is not in the GPT catalogue");
+    return it->second;
+  };
+  for (std::size_t r = 0; r < save_entries.size(); ++r) {
+    Json fill = Json::object(), objects = Json::object();
+    for (const FlatEntry& e : save_entries[r]) {
+      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
+        IH_TRY_ASSIGN(id, id_of(t->key));
+        fill[e.path] = Json::array({segment_json(whole_tensor(*t), id)});
+        if (t->is_main_replica()) writers[{t->key, t->global_offset}].push_back(static_cast<std::int64_t>(r));
+      } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
+        IH_TRY_ASSIGN(segs, factory_segments(*f));
+        Json list = Json::array();
+        for (const Segment& seg : segs) {
+          IH_TRY_ASSIGN(id, id_of(seg.key));
+          list.push_back(segment_json(seg, id));
+        }
+        fill[e.path] = list;
+        if (f->replica_id.is_main())
+          for (const Segment& seg : segs) writers[{seg.key, seg.global_offset}].push_back(static_cast<std::int64_t>(r));
+      } else if (const auto* o = std::get_if<ShardedObject>(&e.entry)) {
+        objects[e.path] = "oracle-object|" + o->key + "|" + offset_text(o->global_offset);
+      }
+    }
+    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
+                             Json{{"entries", json::entries_to_json(save_entries[r])}, {"fill", fill}, {"objects", objects}}));
+  }
+  Json expected_writers = Json::array();
+  for (const auto& [chunk, ranks] : writers) {
+    if (ranks.size() != 1)
+      return make_error(ErrorKind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " +
+                                                      chunk.first + " at [" + offset_text(chunk.second) + "]");
+    expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
+  }
+  stats.expected_writers = static_cast<std::int64_t>(expected_writers.size());
+
+  // Load world: the hybrid entries, the reference retarget, and per path what it must hold.
+  std::map<std::string, std::int64_t> fresh_id;
+  Json fresh_keys = Json::array();
+  std::map<std::string, std::vector<char>> covered;  // GPT key -> which global elements some rank reads
+  for (const auto& [key, shape] : gpt_shapes) covered[key].assign(static_cast<std::size_t>(numel(shape)), 0);
+  for (std::int64_t r = 0; r < s.load.ranks(); ++r) {
+    const RankLayout l = s.load.rank_layout(r);
+    auto tree = hybrid_sharded_state_dict(config, s.pattern, l, optimizer);
+    if (!tree.ok()) return tree.error().with_context("scenario '" + s.name + "', hybrid state dict of load rank " + std::to_string(r));
+    std::vector<FlatEntry> entries = flatten(*tree);
+    set_dense_replicas(entries, s.load, l);
+    IH_TRY_ASSIGN(retargeted_tree, unflatten(entries));
+    if (auto st = retarget_sharded_state_dict(retargeted_tree, maps); !st.ok())
+      return st.error().with_context("scenario '" + s.name + "', reference retarget of load rank " + std::to_string(r));
+    const std::vector<FlatEntry> retargeted = flatten(retargeted_tree);
+    std::map<std::string, const Leaf*> after;
+    for (const FlatEntry& e : retargeted) after[e.path] = &e.entry;
+
+    Json prefill = Json::object(), objects = Json::object(), oracle_tensors = Json::array(),
+         oracle_objects = Json::array(), oracle_plain = Json::array();
+    for (const FlatEntry& e : entries) {
+      const Leaf* post = after.count(e.path) ? after[e.path] : nullptr;
+      const bool fresh = post && std::holds_alternative<LocalNonpersistent>(*post) &&
+                         !std::holds_alternative<LocalNonpersistent>(e.entry);
+      const auto fresh_segments = [&](const std::vector<Segment>& segs) {
+        Json list = Json::array();
+        for (const Segment& seg : segs) {
+          auto [it, added] = fresh_id.emplace(seg.key, kFreshIdBase + static_cast<std::int64_t>(fresh_id.size()));
+          if (added) fresh_keys.push_back(Json{{"id", it->second}, {"key", seg.key}, {"global_shape", seg.global_shape}});
+          list.push_back(segment_json(seg, it->second));
+        }
+        return list;
+      };
+      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
+        Json segs;
+        if (fresh) {
+          segs = fresh_segments({whole_tensor(*t)});
+          prefill[e.path] = segs;
+        } else {
+          const auto* pt = post ? std::get_if<ShardedTensor>(post) : nullptr;
+          if (!pt) return make_error(ErrorKind::harness_error, "reference retarget dropped " + e.path);
+          IH_TRY_ASSIGN(id, id_of(pt->key));
+          segs = Json::array({segment_json(whole_tensor(*pt), id)});
+          prefill[e.path] = "sentinel";
+        }
+        oracle_tensors.push_back(Json{{"path", e.path}, {"local_shape", t->local_shape}, {"segments", segs}, {"fresh", fresh}});
+      } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
+        Json segs;
+        if (fresh) {
+          IH_TRY_ASSIGN(pre_segs, factory_segments(*f));
+          segs = fresh_segments(pre_segs);
+          prefill[e.path] = segs;
+        } else {
+          const auto* pf = post ? std::get_if<ShardedTensorFactory>(post) : nullptr;
+          if (!pf) return make_error(ErrorKind::harness_error, "reference retarget dropped factory " + e.path);
+          IH_TRY_ASSIGN(post_segs, factory_segments(*pf));
+          segs = Json::array();
+          for (const Segment& seg : post_segs) {
+            IH_TRY_ASSIGN(id, id_of(seg.key));
+            segs.push_back(segment_json(seg, id));
+          }
+          prefill[e.path] = "sentinel";
+        }
+        oracle_tensors.push_back(
+            Json{{"path", e.path}, {"local_shape", factory_local_shape(*f)}, {"segments", segs}, {"fresh", fresh}});
+      } else if (const auto* o = std::get_if<ShardedObject>(&e.entry)) {
+        const std::string pre = "hybrid-preload|" + o->key + "|" + offset_text(o->global_offset);
+        objects[e.path] = pre;
+        std::string want = pre;
+        if (!fresh) {
+          const auto* po = post ? std::get_if<ShardedObject>(post) : nullptr;
+          if (!po) return make_error(ErrorKind::harness_error, "reference retarget dropped object " + e.path);
+          want = "oracle-object|" + po->key + "|" + offset_text(po->global_offset);
+        }
+        oracle_objects.push_back(Json{{"path", e.path}, {"expected", want}, {"fresh", fresh}});
+      } else if (const auto* p = std::get_if<PlainValue>(&e.entry)) {
+        oracle_plain.push_back(Json{{"path", e.path}, {"expected", p->repr}});
+      }
+      // Coverage: which saved elements this rank reads.
+      for (const auto& seg : oracle_tensors.empty() || oracle_tensors.back()["path"] != e.path || fresh
+                                 ? Json::array()
+                                 : oracle_tensors.back()["segments"]) {
+        const std::int64_t id = seg[2].get<std::int64_t>();
+        const std::string& key = catalogue_keys[static_cast<std::size_t>(id - 1)]["key"].get_ref<const std::string&>();
+        const Shape gshape = seg[3].get<Shape>(), goff = seg[4].get<Shape>();
+        const std::int64_t p = seg[5].get<std::int64_t>(), rows = seg[1].get<std::int64_t>();
+        const Shape local = oracle_tensors.back()["local_shape"].get<Shape>();
+        // Walk the local block's elements (small model: at most a few hundred thousand).
+        Shape idx(local.size(), 0);
+        const std::int64_t inner = local.empty() ? 1 : numel(Shape(local.begin() + 1, local.end()));
+        std::vector<char>& bits = covered[key];
+        for (std::int64_t row = 0; row < rows; ++row)
+          for (std::int64_t k = 0; k < inner; ++k) {
+            std::int64_t rem = k, lin = 0;
+            Shape g = goff;
+            if (!local.empty()) {
+              g[static_cast<std::size_t>(p)] += row;
+              for (std::size_t d = local.size(); d-- > 1;) {
+                g[static_cast<std::size_t>(p) + d] += rem % local[d];
+                rem /= local[d];
+              }
+            }
+            for (std::size_t d = 0; d < gshape.size(); ++d) lin = lin * gshape[d] + g[d];
+            if (lin >= 0 && lin < static_cast<std::int64_t>(bits.size())) bits[static_cast<std::size_t>(lin)] = 1;
+            ++stats.expected_elements;
+          }
+      }
+    }
+    const std::string rank = std::to_string(r);
+    IH_TRY_STATUS(write_json(dir / ("load_rank_" + rank + ".json"),
+                             Json{{"entries", json::entries_to_json(entries)}, {"prefill", prefill}, {"objects", objects}}));
+    IH_TRY_STATUS(write_json(dir / ("oracle_rank_" + rank + ".json"),
+                             Json{{"rank", r}, {"tensors", oracle_tensors}, {"objects", oracle_objects}, {"plain", oracle_plain}}));
+  }
+  for (const auto& [key, bits] : covered) stats.uncovered_elements += std::count(bits.begin(), bits.end(), 0);
+  // Plain values the save world writes (the loaded common state must equal them).
+  Json saved_plain = Json::object();
+  for (const FlatEntry& e : save_entries[0])
+    if (const auto* p = std::get_if<PlainValue>(&e.entry)) saved_plain[e.path] = p->repr;
+  IH_TRY_STATUS(write_json(dir / "catalogue.json",
+                           Json{{"keys", catalogue_keys}, {"fresh_keys", fresh_keys}, {"writers", expected_writers},
+                                {"saved_plain", saved_plain}, {"uncovered_elements", stats.uncovered_elements}}));
+  return stats;
+}
+
+}  // namespace ih

@@ -1,0 +1,66 @@
+// Round trips across world sizes (docs/roundtrip.md, "Worlds"): named scenarios that save a GPT
+// model's state from A ranks and load the retargeted hybrid state on B ranks, each world launched
+// with Open MPI. This file is the C++ side that owns the plan and the element-provenance oracle:
+// every rank's state dict comes from the reference model (models/synthetic_model), the expected
+// source of every loaded element from the reference retarget (models/retarget) and the reference
+// factory builds; the Python workers only fill, save, load and dump what they loaded.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "models/result.h"
+#include "models/synthetic_model.h"
+
+namespace ih {
+
+/// One world's layout: world rank r = ((dp_rank * pp + pp_rank) * ep + ep_rank) * tp + tp_rank.
+/// Experts shard over ep with expert TP = tp; dense entries are replicated over ep x dp (their
+/// replica id's DP coordinate is dp_rank * ep + ep_rank), experts over dp.
+struct WorldLayout {
+  std::int64_t tp = 1, pp = 1, ep = 1, dp = 1;
+  std::int64_t ranks() const { return tp * pp * ep * dp; }
+  std::string text() const;
+  RankLayout rank_layout(std::int64_t world_rank) const;
+};
+
+struct WorldScenario {
+  std::string name;
+  std::string description;
+  std::string pattern = "M*-M*-";  // the hybrid model that loads
+  bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)
+  bool optimizer = false;          // model-space optimizer states (exp_avg, exp_avg_sq, fp32_param)
+  ModelConfig config;
+  WorldLayout save, load;
+};
+
+/// The names `--all` runs, in order.
+std::vector<std::string> world_scenario_names();
+/// Scenarios whose models exist in a Megatron extension the plan does not produce yet (the GDP
+/// in_proj under GTP): reported as not run, never passed. name -> reason.
+std::vector<std::pair<std::string, std::string>> world_scenarios_not_run();
+
+/// The named scenario laid out on `save_ranks` and `load_ranks`. invalid_argument for an unknown
+/// name; unsupported when the ranks cannot hold this scenario (e.g. PP 2 on an odd world).
+Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t save_ranks, std::int64_t load_ranks);
+/// A scenario drawn from `seed`: pattern, flags and factorizations of both worlds into TP x PP x EP
+/// x DP, reproducible from the seed alone.
+Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t save_ranks, std::int64_t load_ranks);
+
+/// What write_world_scenario computed.
+struct WorldPlanStats {
+  std::int64_t gpt_keys = 0;           // tensor keys the save world writes
+  std::int64_t saved_elements = 0;     // distinct global elements of those keys
+  std::int64_t expected_elements = 0;  // elements the load ranks will hold, summed over ranks
+  std::int64_t expected_writers = 0;   // (key, chunk) pairs with exactly one main replica
+  std::int64_t uncovered_elements = 0; // saved elements no load rank reads (must be 0)
+};
+
+/// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in
+/// the flat entry JSON plus fill/prefill segments and object strings), oracle_rank_<r>.json (the
+/// verifier's expectation per loaded path), catalogue.json (key ids, shapes, expected writers).
+Result<WorldPlanStats> write_world_scenario(const WorldScenario& scenario, const std::filesystem::path& dir);
+
+}  // namespace ih
