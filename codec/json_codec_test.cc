@@ -134,6 +134,13 @@ TEST(JsonRoundTrip, ShardedObject) {
   const ShardedObject bare{"x", std::nullopt, {1}, {0}, {}};
   EXPECT_EQ(through_text(bare).value(), Leaf(bare));
   EXPECT_EQ(dump(leaf_to_json(bare)), R"({"kind":"object","key":"x","global_shape":[1],"global_offset":[0],"replica_id":0})");
+  // A one-element tuple replica id is not the int: (3,) stays [3], 3 stays 3.
+  const ShardedObject one_tuple{"x", std::nullopt, {1}, {0}, ReplicaId::tuple({3})};
+  EXPECT_EQ(leaf_to_json(one_tuple).at("replica_id"), must_parse("[3]"));
+  EXPECT_EQ(through_text(one_tuple).value(), Leaf(one_tuple));
+  const ShardedObject scalar{"x", std::nullopt, {1}, {0}, ReplicaId::scalar(3)};
+  EXPECT_EQ(through_text(scalar).value(), Leaf(scalar));
+  EXPECT_NE(through_text(scalar).value(), Leaf(one_tuple));
 }
 
 TEST(JsonRoundTrip, LocalNonpersistentEveryPayload) {
