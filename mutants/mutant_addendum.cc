@@ -86,6 +86,17 @@ std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Check
   return loaded;
 }
 
+void MutantImplementation::addendum_retarget(const std::vector<FlatEntry>& in, std::vector<FlatEntry>& out) {
+  if (!is(Mutant::gtp_fresh_in_proj_lnp_copy)) return;
+  for (std::size_t i = 0; i < in.size() && i < out.size(); ++i) {
+    const auto* factory = std::get_if<ShardedTensorFactory>(&in[i].entry);
+    auto* lnp = std::get_if<LocalNonpersistent>(&out[i].entry);
+    if (!factory || !lnp || !factory->key.ends_with("mixer.in_proj.weight")) continue;
+    if (auto* payload = std::get_if<TensorValue>(&lnp->payload))
+      *payload = TensorValue::of_storage((std::uint64_t{1} << 61) + i, payload->shape, payload->dtype);
+  }
+}
+
 Result<MegatronValidation> MutantImplementation::megatron_validation(const GlobalMetadata& metadata) {
   IH_TRY_ASSIGN(v, ReferenceImplementation::megatron_validation(metadata));
   if (!v.dcp_plan_errors) return v;

@@ -64,6 +64,7 @@ class MutantImplementation : public ReferenceImplementation {
   std::optional<Result<ShardedTensor>> addendum_param_entry(const GtpFactoryParams& params);
   std::optional<Result<StateNode>> addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params);
   std::optional<Result<StateNode>> addendum_load(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order);
+  void addendum_retarget(const std::vector<FlatEntry>& in, std::vector<FlatEntry>& out);
 
   MutantInfo info_;
 };

@@ -89,6 +89,7 @@ Result<std::vector<FlatEntry>> MutantImplementation::perturb_retarget(std::strin
   if (out.size() != in.size()) return out;
   IH_TRY_ASSIGN(maps, ReferenceImplementation::layer_maps(pattern));
   for (std::size_t i = 0; i < in.size(); ++i) perturb(info_.id, in[i], out[i], maps);
+  addendum_retarget(in, out);
   return out;
 }
 

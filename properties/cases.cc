@@ -49,8 +49,12 @@ std::ostream& operator<<(std::ostream& os, const GtpCrossCase& c) {
 
 std::ostream& operator<<(std::ostream& os, const ModelCase& c) {
   const ModelConfig& m = c.config;
-  return os << "pattern '" << c.pattern << "', " << c.layout << ", experts=" << m.num_experts
-            << " gated=" << m.gated_mlp << " bias=" << m.add_bias;
+  os << "pattern '" << c.pattern << "', " << c.layout << ", experts=" << m.num_experts
+     << " gated=" << m.gated_mlp << " bias=" << m.add_bias;
+  if (c.layout.gtp > 1 || m.ssm_mixer != "mamba")
+    os << ", mixer=" << m.ssm_mixer << " gtp=" << c.layout.gtp << " pad_alignment=" << m.pad_alignment
+       << (m.ssm_mixer == "gdp" ? " design=" + to_string(m.gdp_design) : std::string());
+  return os;
 }
 
 std::ostream& operator<<(std::ostream& os, const LoadCase& c) {

@@ -1,4 +1,4 @@
-// Writer-election worlds (spec addendum A), built by construction: the expert sizes are drawn from
+// Writer-election worlds (spec addendum A) and GPT->Hybrid loads under GTP (addendum H), built by construction: the expert sizes are drawn from
 // the divisors of what the dense sizes leave, so every case is a valid world and shrinks toward 1.
 #include "properties/generators.h"
 
@@ -37,6 +37,20 @@ rc::Gen<ElectionCase> genElectionCase() {
           return out;
         });
       });
+    });
+  });
+}
+
+rc::Gen<LoadCase> genHybridGtpLoadCase() {
+  const auto gtp = gen::tuple(genElement<std::string>({"gdp", "mamba"}),
+                              genElement<GtpSaveDesign>({GtpSaveDesign::shard_split, GtpSaveDesign::gather}),
+                              genElement<std::int64_t>({2, 1, 4, 8}), genElement<std::int64_t>({16, 32}));
+  return gen::mapcat(genLoadCase(), [gtp](const LoadCase& c) {
+    return gen::map(gtp, [c](const auto& t) {
+      LoadCase out = c;
+      out.hybrid.config.ssm_mixer = std::get<0>(t), out.hybrid.config.gdp_design = std::get<1>(t);
+      out.hybrid.layout.gtp = std::get<2>(t), out.hybrid.config.pad_alignment = std::get<3>(t);
+      return out;
     });
   });
 }

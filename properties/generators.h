@@ -41,6 +41,10 @@ rc::Gen<GtpCrossCase> genGtpCross();
 /// (gen_election.cc); expert sizes are divisors of the world size, by construction.
 rc::Gen<ElectionCase> genElectionCase();
 
+/// genLoadCase with the hybrid side under GTP: GDP or Mamba mixers, the GDP save design, the GTP
+/// size and padding of the mixers' in_proj (gen_election.cc; addendum H).
+rc::Gen<LoadCase> genHybridGtpLoadCase();
+
 /// A synthetic model (dense/gated/MoE) and a layout whose sizes divide it.
 rc::Gen<ModelCase> genModelCase();
 /// GPT saved at one layout, the hybrid model loading it at another (TP, PP, EP, ETP may change).

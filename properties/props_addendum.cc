@@ -6,7 +6,9 @@
 
 #include "models/checkpoint_model.h"
 #include "models/gtp_election.h"
+#include "models/retarget.h"
 #include "models/split_factory.h"
+#include "models/synthetic_model.h"
 #include "properties/gtp_world.h"
 #include "properties/suite.h"
 
@@ -232,6 +234,67 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
   return "";
 }
 
+// --- H: GPT->Hybrid loads under GTP -------------------------------------------------------------
+
+/// D of the synthetic mixer's in_proj at TP size `tp` (spec 4.1 / 4.10).
+Result<std::int64_t> synthetic_in_proj_rows(const ModelConfig& m, std::int64_t tp) {
+  const std::int64_t d_inner = m.mamba_heads * m.mamba_head_dim / tp;
+  const std::int64_t group_state = m.mamba_groups * m.mamba_state / tp, heads = m.mamba_heads / tp;
+  IH_TRY_ASSIGN(layout, m.ssm_mixer == "gdp" ? gdp_in_proj_layout({d_inner, group_state, heads, m.gdp_householder})
+                                             : mamba_in_proj_layout({d_inner, group_state, heads}));
+  return layout.total_rows();
+}
+
+Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
+  IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
+  std::vector<StateNode> saved;
+  for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
+    IH_VERDICT_ASSIGN(tree, gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
+    saved.push_back(std::move(tree));
+  }
+  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
+  const ModelConfig& m = c.hybrid.config;
+  IH_VERDICT_ASSIGN(rows, synthetic_in_proj_rows(m, c.hybrid.layout.tp));
+  IH_VERDICT_ASSIGN(padding, gtp_padding(rows, c.hybrid.layout.gtp, m.pad_alignment));
+  const bool shard_split = c.hybrid.layout.gtp > 1 && m.ssm_mixer == "gdp" && m.gdp_design == GtpSaveDesign::shard_split;
+  for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
+    const std::string where = "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) +
+                              " g" + std::to_string(rank.gtp_rank) + ": ";
+    IH_VERDICT_ASSIGN(tree, hybrid_sharded_state_dict(m, c.hybrid.pattern, rank, OptimizerStates::adam()));
+    const std::vector<FlatEntry> before = flatten(tree);
+    IH_VERDICT_ASSIGN(after, impl.retarget(c.hybrid.pattern, before));
+    if (after.size() != before.size()) return where + "retarget changed the number of entries";
+    std::map<std::string, TensorValue> fresh;  // in_proj paths -> the value the load must put back
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      const auto* factory = std::get_if<ShardedTensorFactory>(&before[i].entry);
+      if (!factory || !factory->key.ends_with("mixer.in_proj.weight")) continue;
+      // Every M layer is fresh in a GPT->Hybrid load: LNP(factory.data) (spec 2.4, 4.11).
+      const auto* lnp = std::get_if<LocalNonpersistent>(&after[i].entry);
+      if (!lnp || !factory->data || lnp->payload != Payload(*factory->data))
+        return where + before[i].path + ": a fresh in_proj factory must become LNP(factory.data)";
+      if (shard_split && factory->data->shape != Shape{padding.shard_rows, m.hidden})
+        return where + before[i].path + ": shard split keeps the (R, C) = (" + std::to_string(padding.shard_rows) +
+               ", " + std::to_string(m.hidden) + ") parameter shard as the fresh value, got " + show_tensor(*factory->data);
+      fresh[before[i].path] = *factory->data;
+    }
+    IH_VERDICT_ASSIGN(request, unflatten(after));
+    auto loaded = impl.load_state(checkpoint, request, LoadOrder::serialization_load);
+    if (!loaded.ok()) {
+      if (loaded.error().kind == ErrorKind::not_modelled) continue;  // column-slice reads: beyond the model
+      return where + "load: " + std::string(to_string(loaded.error().kind)) + ": " + loaded.error().message;
+    }
+    for (const FlatEntry& e : flatten(*loaded)) {
+      const auto it = fresh.find(e.path);
+      if (it == fresh.end()) continue;
+      const auto* value = std::get_if<TensorValue>(&e.entry);
+      if (!value || *value != it->second) return where + e.path + ": the load did not put the fresh in_proj value back";
+      fresh.erase(it);
+    }
+    if (!fresh.empty()) return where + fresh.begin()->first + ": missing from the loaded state";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<Property> addendum_properties() {
@@ -242,7 +305,18 @@ std::vector<Property> addendum_properties() {
   GtpCase review{"gdp", {10, 3, 2, 3}, 2, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase mamba_c{"mamba", {256, 256, 4, 1}, 1, 2, 32, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase t1{"gdp", {10, 3, 2, 3}, 1, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
+  LoadCase gdp_gtp;
+  gdp_gtp.hybrid.pattern = "M*-M*-";
+  gdp_gtp.hybrid.config.ssm_mixer = "gdp", gdp_gtp.hybrid.config.pad_alignment = 32;
+  gdp_gtp.hybrid.layout.tp = 2, gdp_gtp.hybrid.layout.gtp = 4;
+  gdp_gtp.gpt_layout.tp = 1;
+  LoadCase mamba_gtp = gdp_gtp;
+  mamba_gtp.hybrid.config.ssm_mixer = "mamba";
   return {
+      make_property<LoadCase>("gpt_to_hybrid_under_gtp", "load",
+                              "GPT->Hybrid with GDP/Mamba mixers under GTP: fresh in_proj factories become LNP(factory.data), the (R, C) shard in the shard split, and load back (4.11, addendum H)",
+                              genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
+                              {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
       make_property<ElectionCase>("gtp_writer_election", "gtp",
                                   "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) DP group, caller's groups first (addendum A)",
                                   genElectionCase(), writer_election,
