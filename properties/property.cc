@@ -65,6 +65,11 @@ std::string& last_case() {
   return text;
 }
 
+std::optional<GtpCase>& last_failing_layout() {
+  thread_local std::optional<GtpCase> layout;
+  return layout;
+}
+
 PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params) {
   PropertyRun out{name};
   const auto start = std::chrono::steady_clock::now();

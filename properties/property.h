@@ -8,10 +8,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <rapidcheck.h>
 
+#include "properties/cases.h"
 #include "seam/implementation.h"
 #include "seam/outcome.h"
 #include "seam/recording_implementation.h"
@@ -42,6 +44,7 @@ struct PropertyRun {
   std::string reproduce;      // RapidCheck's reproduce string for the failure
   int shrink_steps = 0;       // length of the shrink path
   std::string last_case;      // the last case run, printed (on a replay: the regenerated case)
+  std::optional<GtpCase> failing_layout;  // the minimal failing case's in_proj layout, for a picture
 };
 
 /// A registered property: name, group, one-line description, a runner and named spec cases.
@@ -60,6 +63,15 @@ void load_configuration();
 namespace detail {
 /// The last case a property body generated, printed (read by run_rapidcheck after a run).
 std::string& last_case();
+/// The layout of the last case that failed (shrinking keeps only failing cases, so after a run
+/// this is the minimal one's), when the case has one.
+std::optional<GtpCase>& last_failing_layout();
+template <class Case>
+std::optional<GtpCase> layout_of(const Case& c) {
+  if constexpr (std::is_same_v<Case, GtpCase>) return c;
+  else if constexpr (std::is_same_v<Case, GtpCrossCase>) return c.save;
+  else return std::nullopt;
+}
 /// Runs a RapidCheck property body with `params`, collecting the result into an Outcome.
 PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params);
 /// A run whose target gave no verdict somewhere (an operation it lacks, a timeout, a fault) is typed
@@ -82,12 +94,16 @@ Property make_property(std::string name, std::string group, std::string descript
   Property p{name, std::move(group), std::move(description), {}, {}};
   p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
     RecordingImplementation recorded(impl);
+    detail::last_failing_layout().reset();
     PropertyRun run = detail::run_rapidcheck(name, [&] {
       const Case c = *gen;
       detail::last_case() = detail::show(c);
       const Verdict v = check(recorded, c);
-      if (!v.empty()) RC_FAIL(v);
+      if (v.empty()) return;
+      detail::last_failing_layout() = detail::layout_of(c);
+      RC_FAIL(v);
     }, params);
+    if (run.outcome == Outcome::failed) run.failing_layout = detail::last_failing_layout();
     return detail::typed(std::move(run), recorded);
   };
   for (auto& [fixture, c] : fixtures)

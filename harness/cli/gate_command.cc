@@ -73,7 +73,7 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
     out.push_back({"properties", property.name, [&property, budget](Implementation& target) {
                      const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
                      const props::PropertyRun run = property.run(target, params);
-                     gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, std::nullopt};
+                     gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
                      if (run.outcome == Outcome::failed) {
                        ReproToken token{props::property_check_name(property.name), {}};
                        props::add_case_options(token, params, run);

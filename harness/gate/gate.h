@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "properties/cases.h"
 #include "seam/implementation.h"
 #include "seam/outcome.h"
 #include "seam/repro_token.h"
@@ -21,7 +22,7 @@ struct CheckAnswer {
   std::string detail;                   // the first disagreement, or why there is no verdict
   std::string minimal_case;             // the smallest input that shows it (properties: the shrunk case)
   std::optional<ReproToken> case_token; // a token naming exactly the failing case (properties: rc=...)
-  std::optional<std::string> layout_svg;// a picture of the failing layout, when there is one
+  std::optional<props::GtpCase> layout; // the failing in_proj layout, drawn in the reports
 };
 
 /// One named check. `name` is stable: tokens and known findings refer to it, never to a position.

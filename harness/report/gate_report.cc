@@ -1,5 +1,6 @@
 #include "harness/report/gate_report.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "codec/json_codec.h"
+#include "harness/report/layout_report.h"
 
 namespace ih::report {
 namespace {
@@ -184,10 +186,20 @@ Status write_gate_reports(const std::string& dir, const GateRun& run, const std:
   IH_TRY_STATUS(write_file_atomically((base / "junit.xml").string(), gate_junit(run, results)));
   IH_TRY_STATUS(write_file_atomically((base / "report.json").string(), gate_json(run, results)));
   IH_TRY_STATUS(write_file_atomically((base / "summary.md").string(), gate_markdown(run, results)));
-  int picture = 0;
-  for (const auto& r : results)
-    if (r.answer.layout_svg && r.answer.outcome != Outcome::passed)
-      IH_TRY_STATUS(write_file_atomically((base / ("layout-" + std::to_string(++picture) + ".svg")).string(), *r.answer.layout_svg));
+  for (const auto& r : results) {
+    if (!r.answer.layout || (r.answer.outcome != Outcome::failed && r.answer.outcome != Outcome::known_finding)) continue;
+    // The picture shows how the clean reference tiles the failing case's layout, beside the failure.
+    const props::GtpCase& c = *r.answer.layout;
+    LayoutParams params{c.mixer == "mamba" ? MixerFamily::mamba : MixerFamily::gdp, c.dims.d_inner_local,
+                        c.dims.group_state_local, c.dims.nheads_local, c.dims.householder, c.tp, c.gtp,
+                        c.pad_alignment, c.cols};
+    params.design = c.design;
+    const auto layout = build_layout_report(params);
+    if (!layout.ok()) continue;  // a layout the model refuses has no picture; the failure text says why
+    std::string stem;
+    for (char ch : r.name) stem += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    IH_TRY_STATUS(write_file_atomically((base / ("layout-" + stem + ".svg")).string(), layout_report_svg(*layout)));
+  }
   return Ok{};
 }
 
