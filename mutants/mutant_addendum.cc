@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "models/gtp_election.h"
+#include "models/strict_load.h"
 #include "mutants/mutant_implementation.h"
 
 namespace ih {
@@ -65,6 +66,11 @@ std::optional<Result<StateNode>> MutantImplementation::addendum_pieces(GtpSaveDe
 
 std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Checkpoint& checkpoint, const StateNode& request,
                                                                      LoadOrder order) {
+  if (is(Mutant::load_unexpected_key_ignored)) {  // as if every load ran with a non-default strict mode
+    const auto adjusted = apply_strict_handling(checkpoint, request, StrictHandling::ignore_all, checkpoint_keys(checkpoint));
+    if (!adjusted.ok()) return Result<StateNode>(adjusted.error());
+    return ReferenceImplementation::load_state(checkpoint, adjusted->request, order);
+  }
   if (!is(Mutant::load_shape_mismatch_refused) && !is(Mutant::load_shape_mismatch_stale_rows)) return std::nullopt;
   if (is(Mutant::load_shape_mismatch_refused)) {
     std::optional<std::string> refused;

@@ -8,6 +8,7 @@
 #include "models/gtp_election.h"
 #include "models/retarget.h"
 #include "models/split_factory.h"
+#include "models/strict_load.h"
 #include "models/synthetic_model.h"
 #include "properties/gtp_world.h"
 #include "properties/suite.h"
@@ -234,6 +235,46 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
   return "";
 }
 
+// --- C: strictness at load ----------------------------------------------------------------------
+
+/// Default strictness (assume_ok_unexpected): a requested key the checkpoint lacks fails the load;
+/// once the other modes' adjust_non_strict_load removed it, the rest loads exactly.
+Verdict strict_unexpected_key(Implementation& impl, const GtpCase& c) {
+  GtpCase save = c;
+  save.design = GtpSaveDesign::shard_split;
+  std::vector<StateNode> trees;
+  std::vector<ShardedTensor> entries;
+  for (std::int64_t t = 0; t < save.tp; ++t)
+    for (std::int64_t g = 0; g < save.gtp; ++g) {
+      IH_VERDICT_ASSIGN(params, rank_params(save, t, g));
+      params.replica_id = ReplicaId::tuple({0, 0, 0});
+      IH_VERDICT_ASSIGN(entry, impl.gtp_param_entry(params));
+      entries.push_back(entry);
+      trees.push_back(StateNode(StateDict{{std::string("w"), StateNode(entry)}}));
+    }
+  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(trees));
+  for (std::size_t r = 0; r < entries.size(); ++r) {
+    ShardedTensor want = entries[r], extra = entries[r];
+    want.data = TensorValue::of_storage((std::uint64_t{1} << 48) + r, want.local_shape, want.dtype);
+    extra.key = "decoder.layers.0.mixer.never_saved.weight";
+    extra.data = TensorValue::of_storage((std::uint64_t{1} << 49) + r, extra.local_shape, extra.dtype);
+    const StateNode request(StateDict{{std::string("w"), StateNode(want)}, {std::string("extra"), StateNode(extra)}});
+    auto strict = impl.load_state(checkpoint, request, LoadOrder::serialization_load);
+    if (strict.ok()) return "rank " + std::to_string(r) + ": a request for " + extra.key + ", which the checkpoint lacks, loaded without error";
+    if (strict.error().kind == ErrorKind::unsupported) return std::string("unsupported: ") + strict.error().message;
+    IH_VERDICT_ASSIGN(adjusted, apply_strict_handling(checkpoint, request, StrictHandling::log_unexpected));
+    if (adjusted.unexpected != std::set<std::string>{extra.key} || adjusted.request.find(std::string("extra")))
+      return "rank " + std::to_string(r) + ": strictness did not single out " + extra.key;
+    IH_VERDICT_ASSIGN(loaded, impl.load_state(checkpoint, adjusted.request, LoadOrder::serialization_load));
+    const StateNode* w = loaded.find(std::string("w"));
+    const auto* value = w ? w->leaf_if<TensorValue>() : nullptr;
+    if (!value || canonical(*value) != canonical(*entries[r].data))
+      return "rank " + std::to_string(r) + ": after removing the unexpected key, w loaded " +
+             (value ? show_tensor(*value) : std::string("nothing")) + ", expected " + show_tensor(*entries[r].data);
+  }
+  return "";
+}
+
 // --- H: GPT->Hybrid loads under GTP -------------------------------------------------------------
 
 /// D of the synthetic mixer's in_proj at TP size `tp` (spec 4.1 / 4.10).
@@ -317,6 +358,9 @@ std::vector<Property> addendum_properties() {
                               "GPT->Hybrid with GDP/Mamba mixers under GTP: fresh in_proj factories become LNP(factory.data), the (R, C) shard in the shard split, and load back (4.11, addendum H)",
                               genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
                               {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
+      make_property<GtpCase>("strict_unexpected_key", "load",
+                             "default strictness: a requested key the checkpoint lacks fails the load; removed as the other modes do, the rest loads exactly (addendum C)",
+                             genGtpConfig(GtpSaveDesign::shard_split), strict_unexpected_key, {{"review_tp2", review}}),
       make_property<ElectionCase>("gtp_writer_election", "gtp",
                                   "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) DP group, caller's groups first (addendum A)",
                                   genElectionCase(), writer_election,
