@@ -1,4 +1,5 @@
 #include "harness/megatron/megatron_implementation.h"
+#include "harness/install/data_dir.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -21,9 +22,9 @@ const char* op_name(Operation op) {
     case Operation::split_chunks: return "split_chunks";
     case Operation::megatron_validation: return "integrity";
     case Operation::gtp_padding: return "gtp_padding";
-    case Operation::gtp_pieces: return "gtp_split";  // the PR's _gtp_split_tensor_factory
-    case Operation::gtp_merge:
-    case Operation::gtp_param_entry:
+    case Operation::gtp_pieces: return "gtp_pieces";  // gather: the GDP mixer; shard split: the PR's factory
+    case Operation::gtp_merge: return "gtp_merge";
+    case Operation::gtp_param_entry: return "gtp_param_entry";
     case Operation::load_state:
     case Operation::integrity: return "";
   }
@@ -49,12 +50,20 @@ std::string default_megatron_python() {
 
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
   if (options.python.empty()) options.python = default_megatron_python();
-  if (options.adapter.empty()) options.adapter = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/adapter.py";
+  if (options.adapter.empty()) options.adapter = (ih::install::adapter_dir() / "adapter.py").string();  // installed or source tree
   if (!std::filesystem::exists(options.python))
     return make_error(ErrorKind::harness_error, "no Python for the Megatron adapter at " + options.python +
                                                     "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
   if (!std::filesystem::exists(options.adapter))
     return make_error(ErrorKind::harness_error, "adapter script not found: " + options.adapter);
+  if (options.megatron_path) {
+    // Never fall back to the installed package: a wrong path must not gate something else.
+    std::error_code ec;
+    const std::filesystem::path core = std::filesystem::path(*options.megatron_path) / "megatron" / "core" / "__init__.py";
+    if (!std::filesystem::is_regular_file(core, ec))
+      return make_error(ErrorKind::invalid_argument, "--megatron-path " + *options.megatron_path +
+                                                         " is not a Megatron-LM checkout: no megatron/core/__init__.py there");
+  }
   std::vector<std::string> argv = {options.python, options.adapter};
   if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
   if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
@@ -70,12 +79,32 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
                                                 "\nadapter stderr:\n" + out->process_.stderr_tail());
   }
   for (const auto& op : reply.value("supports", json::Json::array())) out->supported_ops_.insert(op.get<std::string>());
-  out->name_ = "megatron-core " + reply.value("megatron_version", std::string("?")) + " (torch " +
-               reply.value("torch_version", std::string("?")) + ")" + (options.mutant ? " mutant:" + *options.mutant : "");
+  if (reply.contains("unsupported") && reply["unsupported"].is_object())
+    for (const auto& [op, why] : reply["unsupported"].items())
+      if (why.is_string()) out->unsupported_reasons_[op] = why.get<std::string>();
+  const std::string version = reply.value("megatron_version", std::string("?"));
+  const std::string path = reply.value("megatron_path", std::string("?"));
+  const json::Json revision = reply.contains("megatron_revision") ? reply["megatron_revision"] : json::Json(nullptr);
+  out->identity_ = json::Json{{"path", path}, {"version", version}, {"revision", revision},
+                              {"torch_version", reply.value("torch_version", std::string("?"))},
+                              {"source", options.megatron_path ? "checkout" : "installed package"}};
+  out->target_ = "megatron-core " + version + " at " + path +
+                 (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
+                 (options.megatron_path ? "" : " [installed package]");
+  out->name_ = "megatron-core " + version + (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) +
+               " (torch " + reply.value("torch_version", std::string("?")) + ")" + (options.mutant ? " mutant:" + *options.mutant : "");
   return out;
 }
 
 bool MegatronImplementation::supports(Operation op) const { return supported_ops_.count(op_name(op)) > 0; }
+
+std::string MegatronImplementation::unsupported_reason(Operation op) const {
+  if (supports(op)) return "";
+  const std::string name = op_name(op);
+  if (name.empty()) return "the Megatron client does not implement this operation yet";
+  auto it = unsupported_reasons_.find(name);
+  return it != unsupported_reasons_.end() ? it->second : name + " is not served by this adapter";
+}
 
 Result<json::Json> MegatronImplementation::call(const std::string& op, json::Json fields) {
   fields["op"] = op;
@@ -185,22 +214,98 @@ Result<GtpPadding> MegatronImplementation::gtp_padding(std::int64_t rows, std::i
   return out;
 }
 
+namespace {
+
+std::uint64_t gather_storage(const GtpFactoryParams& p) {
+  if (p.gather_storage != 0) return p.gather_storage;
+  const std::uint64_t base = p.shard && !p.shard->blocks.empty() ? p.shard->blocks.front().storage : 1;
+  return base | (std::uint64_t{1} << 62);  // as the reference: a new buffer, never the shard's storage
+}
+
+/// The GtpFactoryParams fields every gtp_* request carries.
+json::Json gtp_request(const GtpFactoryParams& p, GtpSaveDesign design) {
+  json::Json out{{"design", design == GtpSaveDesign::gather ? "gather" : "shard-split"},
+                 {"key", p.key}, {"sections", p.layout.sections}, {"names", p.layout.names},
+                 {"tp_size", p.tp_size}, {"tp_rank", p.tp_rank}, {"gtp_size", p.gtp_size}, {"gtp_rank", p.gtp_rank},
+                 {"pad_for_alignment", p.pad_alignment}, {"cols", p.cols}, {"dtype", p.dtype},
+                 {"gather_storage", gather_storage(p)}, {"mixer", p.mixer == GtpMixer::mamba ? "mamba" : "gdp"}};
+  if (p.shard && p.shard->blocks.size() == 1 && p.shard->blocks.front().first_row == 0 && !p.shard->blocks.front().is_zero())
+    out["shard_storage"] = p.shard->blocks.front().storage;
+  return out;
+}
+
+/// Tensor data as the codec writes it ({"shape", "dtype", "blocks"}).
+json::Json data_json(const TensorValue& value) { return json::leaf_to_json(Leaf(LocalNonpersistent{Payload(value)}))["value"]; }
+
+Result<TensorValue> data_from_json(const json::Json& value) {
+  IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", value}}));
+  const auto* lnp = std::get_if<LocalNonpersistent>(&leaf);
+  const auto* t = lnp ? std::get_if<TensorValue>(&lnp->payload) : nullptr;
+  if (!t) return make_error(ErrorKind::harness_error, "adapter protocol: not tensor data: " + json::dump(value));
+  return *t;
+}
+
+}  // namespace
+
 Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& p) {
-  if (design != GtpSaveDesign::shard_split) return unsupported(name_, "the gather design through the adapter");
-  IH_TRY_ASSIGN(padding, gtp_padding_of(p));
-  IH_TRY_ASSIGN(result, call("gtp_split", {{"key", p.key}, {"shard_rows", padding.shard_rows}, {"cols", p.cols},
-                                           {"tp_rank", p.tp_rank}, {"tp_size", p.tp_size}, {"gtp_rank", p.gtp_rank},
-                                           {"gtp_size", p.gtp_size}, {"sections", p.layout.sections}, {"names", p.layout.names},
-                                           {"dtype", p.dtype}, {"replica_id", json::leaf_to_json(ShardedObject{"", {}, {1}, {0}, p.replica_id})["replica_id"]}}));
-  if (result.value("local", false)) return StateNode(LocalNonpersistent{});
+  IH_TRY_ASSIGN(result, call("gtp_pieces", gtp_request(p, design)));
   StateList pieces;
   for (json::Json piece : result.value("pieces", json::Json::array())) {
-    piece["kind"] = "tensor";
-    if (p.dtype != "float32") piece["dtype"] = p.dtype;
     IH_TRY_ASSIGN(leaf, json::leaf_from_json(piece));
+    // Pieces always carry their data (the properties judge views and pad rows on it); an
+    // adapter answer without it is a protocol error, never an empty optional downstream.
+    if (const auto* t = std::get_if<ShardedTensor>(&leaf); t && !t->data)
+      return protocol_error("a piece without its data (" + t->key + ")", piece);
+    if (const auto* l = std::get_if<LocalNonpersistent>(&leaf); l && std::holds_alternative<std::monostate>(l->payload))
+      return protocol_error("a LocalNonpersistentObject without its payload", piece);
     pieces.push_back(StateNode(std::move(leaf)));
   }
+  if (pieces.size() == 1 && pieces.front().leaf_if<LocalNonpersistent>()) return pieces.front();
   return StateNode(std::move(pieces));
+}
+
+Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, const GtpFactoryParams& p, const StateNode& loaded) {
+  json::Json request = gtp_request(p, design);
+  json::Json tensors = json::Json::array();
+  const auto add = [&](const StateNode& node) -> Status {
+    if (const auto* t = node.leaf_if<TensorValue>()) {
+      tensors.push_back(data_json(*t));
+      return Ok{};
+    }
+    if (const auto* st = node.leaf_if<ShardedTensor>(); st && st->data) {
+      tensors.push_back(data_json(*st->data));
+      return Ok{};
+    }
+    return make_error(ErrorKind::invalid_argument, "gtp_merge: a loaded entry is neither a tensor nor a tensor with data");
+  };
+  if (loaded.is_list()) {
+    for (const StateNode& n : loaded.list()) IH_TRY_STATUS(add(n));
+    request["loaded"] = std::move(tensors);
+  } else if (loaded.is_dict()) {
+    for (const DictItem& item : loaded.dict()) IH_TRY_STATUS(add(item.value));
+    request["loaded"] = std::move(tensors);
+  } else {
+    IH_TRY_STATUS(add(loaded));
+    request["loaded"] = tensors[0];
+    request["bare"] = true;
+  }
+  IH_TRY_ASSIGN(result, call("gtp_merge", std::move(request)));
+  return data_from_json(result);
+}
+
+Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryParams& p) {
+  if (p.election) return unsupported(name_, "the GTP writer election over a given rank grid (gtp_param_entry with election)");
+  IH_TRY_ASSIGN(result, call("gtp_param_entry", gtp_request(p, GtpSaveDesign::gather)));
+  json::Json entry = result.value("entry", json::Json::object());
+  if (!entry.contains("data") && p.shard) {
+    // Megatron's entry does not view the parameter: describe its data as a fresh buffer so the
+    // property reports it (a copy) instead of finding no data.
+    TensorValue copy = TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), p.shard->shape, p.dtype);
+    entry["data"] = data_json(copy);
+  }
+  IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
+  if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("the parameter entry is not a tensor", entry);
+  return std::get<ShardedTensor>(std::move(leaf));
 }
 
 }  // namespace ih

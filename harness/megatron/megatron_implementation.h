@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,6 +35,12 @@ class MegatronImplementation : public Implementation {
 
   std::string name() const override { return name_; }
   bool supports(Operation op) const override;
+  /// Why `op` is not supported by this Megatron ("" when it is).
+  std::string unsupported_reason(Operation op) const;
+  /// The Megatron under test, for the gate's first line: "megatron-core V at PATH (revision R)".
+  std::string describe_target() const { return target_; }
+  /// The hello reply's identity fields: path, version, revision (null when none), torch version.
+  const json::Json& identity() const { return identity_; }
   /// The adapter-side mutants: [{"name", "description"}, ...].
   Result<json::Json> list_mutants() { return call("mutants", json::Json::object()); }
   /// What the adapter wrote on stderr (for reports).
@@ -52,6 +59,8 @@ class MegatronImplementation : public Implementation {
   Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override;
   Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) override;
   Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
+  Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
+  Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)
@@ -62,7 +71,10 @@ class MegatronImplementation : public Implementation {
   LineSubprocess process_;
   MegatronOptions options_;
   std::string name_ = "megatron";
+  std::string target_;
+  json::Json identity_ = json::Json::object();
   std::set<std::string> supported_ops_;
+  std::map<std::string, std::string> unsupported_reasons_;
 };
 
 }  // namespace ih

@@ -42,7 +42,11 @@ def load_megatron(megatron_path):
     Optional modules that fail to import are recorded in import_errors (their ops answer
     "unsupported")."""
     if megatron_path:
-        sys.path.insert(0, os.path.abspath(megatron_path))
+        root = os.path.abspath(megatron_path)
+        if not os.path.isfile(os.path.join(root, "megatron", "core", "__init__.py")):
+            raise ImportError(f"--megatron-path {megatron_path}: no megatron/core/__init__.py there "
+                              "(give the root of a Megatron-LM checkout)")
+        sys.path.insert(0, root)
     import importlib
 
     import torch
@@ -51,6 +55,10 @@ def load_megatron(megatron_path):
     import megatron.core  # noqa: F401 - the fatal one
     M.megatron_version = _megatron_version()
     M.megatron_path = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(megatron.core.__file__))))
+    if megatron_path and os.path.realpath(M.megatron_path) != os.path.realpath(megatron_path):
+        raise ImportError(f"megatron.core was imported from {M.megatron_path}, not from --megatron-path "
+                          f"{megatron_path} (an earlier import shadows it)")
+    M.megatron_revision = _megatron_revision(M.megatron_path)
     from megatron.core.dist_checkpointing import core, dict_utils, mapping
 
     M.mapping, M.dict_utils = mapping, dict_utils
@@ -107,6 +115,22 @@ def load_megatron(megatron_path):
     return M
 
 
+def _megatron_revision(root):
+    """The checkout's git revision, else a hex revision in its folder name (snapshots are named
+    megatron-lm-<rev>), else None."""
+    import re
+    import subprocess
+    if os.path.exists(os.path.join(root, ".git")):
+        try:
+            out = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    m = re.search(r"-([0-9a-f]{7,40})$", os.path.basename(os.path.normpath(root)))
+    return m.group(1) if m else None
+
+
 def _megatron_version():
     try:
         from megatron.core import package_info
@@ -132,6 +156,13 @@ REQUIREMENTS = {
     "gdp_layout": ["gdp._get_in_proj_checkpoint_split_layout"],
     "gtp_padding": ["gtp.gtp_remat_shard_dim0", "gtp.GTP_CONFIG"],
     "gtp_split": [],  # probed by name, see find_gtp_split_factory
+    # Real GTP worlds (gtp_world.py): the GDP mixer and GTP's own init and writer election.
+    "gtp_pieces": ["gdp.GatedDeltaProductMixer", "gtp._gtp_slice_one_param", "gtp._gtp_attach_attrs",
+                   "gtp.gtp_replica_rank", "gtp.GTP_CONFIG"],
+    "gtp_merge": ["gdp.GatedDeltaProductMixer", "gtp._gtp_slice_one_param", "gtp._gtp_attach_attrs",
+                  "gtp.gtp_replica_rank", "gtp.GTP_CONFIG"],
+    "gtp_param_entry": ["gdp.GatedDeltaProductMixer", "gtp._gtp_slice_one_param", "gtp._gtp_attach_attrs",
+                        "gtp.gtp_replica_rank", "gtp.GTP_CONFIG"],
     "integrity": ["validation.validate_sharding_integrity", "validation._validate_sharding_for_key",
                   "validation._validate_objects_for_key"],
 }
@@ -169,6 +200,21 @@ class Server:
                 out.append(op)
         return out
 
+    def unsupported_reasons(self):
+        """{op: why} for every REQUIREMENTS op this Megatron cannot serve."""
+        out = {}
+        have = set(self.supports())
+        for op, needs in REQUIREMENTS.items():
+            if op in have:
+                continue
+            if op == "gtp_split":
+                out[op] = "_gtp_split_tensor_factory (the pending GTP shard-split PR) is not in this Megatron"
+                continue
+            missing = [p for p in needs if not _has(self.M, p)]
+            reasons = [self.M.import_errors.get(p.split(".")[0], f"{p} missing") for p in missing]
+            out[op] = f"needs {', '.join(missing)}: {'; '.join(reasons)}"
+        return out
+
     def apply_mutant(self, name):
         import mutants
         from adapter_errors import OpError
@@ -199,6 +245,8 @@ class Server:
             self.greeted = True
             return {"protocol": PROTOCOL, "megatron_version": self.M.megatron_version,
                     "torch_version": self.M.torch.__version__, "megatron_path": self.M.megatron_path,
+                    "megatron_revision": self.M.megatron_revision,
+                    "unsupported": self.unsupported_reasons(),
                     "supports": self.supports(), "mutant": self.mutant,
                     "import_errors": self.M.import_errors}, True
         if not self.greeted:
@@ -282,7 +330,12 @@ def main(argv=None):
             proto.write(text + "\n")
             proto.flush()
         except BrokenPipeError:
-            return 0
+            break
+    try:
+        import gtp_world
+        gtp_world.close_all()
+    except Exception:  # noqa: BLE001
+        pass
     return 0
 
 

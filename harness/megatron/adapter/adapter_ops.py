@@ -369,3 +369,266 @@ class Ops:
             verdict = {"ok": False, "exception_type": type(exc).__name__, "message": str(exc)}
         return {"ok": not problems and verdict["ok"], "problems": problems, "details": details,
                 "verdict": verdict}
+
+
+# ---- GTP through real gloo worlds (gtp_world.py) ------------------------------------------------
+
+def _gtp_params(req):
+    """The seam's GtpFactoryParams fields of a gtp_* request, checked."""
+    key = string(req, "key")
+    if not key.endswith("in_proj.weight"):
+        raise BadRequest("key must end with 'in_proj.weight' (a GDP or Mamba mixer's in_proj)")
+    sections = field(req, "sections")
+    names = str_list_field(req, "names")
+    if not isinstance(sections, list) or not all(_is_int(s) and s > 0 for s in sections) or len(sections) != len(names):
+        raise BadRequest("sections must be positive integers, one per name")
+    p = {"key": key, "sections": sections, "names": names,
+         "tp_size": integer(req, "tp_size", minimum=1), "tp_rank": integer(req, "tp_rank", minimum=0),
+         "gtp_size": integer(req, "gtp_size", minimum=1), "gtp_rank": integer(req, "gtp_rank", minimum=0),
+         "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "cols": integer(req, "cols", minimum=1),
+         "dtype": opt(req, "dtype", "float32")}
+    if p["tp_rank"] >= p["tp_size"] or p["gtp_rank"] >= p["gtp_size"]:
+        raise BadRequest("tp_rank/gtp_rank out of range")
+    if p["tp_size"] * p["gtp_size"] > 16:
+        raise BadRequest("a GTP world of more than 16 ranks is beyond this adapter (T*G <= 16)")
+    if sum(sections) * p["cols"] > 4_000_000:
+        raise BadRequest("in_proj larger than 4M elements is beyond this adapter's world")
+    return p
+
+
+def _blocks(view, storage_of):
+    if view is None:
+        return None
+    return [[storage_of[view["storage"]], view["first_row"], view["rows"]]]
+
+
+class GtpOps:
+    """gtp_pieces / gtp_merge / gtp_param_entry on Megatron's own GDP mixer code in a world."""
+
+    def __init__(self, M):
+        self.M = M
+        self.cache = {}  # case id -> per-rank gdp_save results
+
+    def _case(self, p):
+        import json
+        return json.dumps([p["key"], p["sections"], p["names"], p["tp_size"], p["gtp_size"],
+                           p["pad_for_alignment"], p["cols"]])
+
+    def _world(self, p):
+        import gtp_world
+        from adapter_errors import Unsupported as _U
+        import megatron_patches
+        if not megatron_patches.available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
+            raise _U("GTP needs megatron.core.ssm.gated_delta_product and tensor_parallel."
+                     "generalized_tensor_parallelism, not in megatron-core " + str(self.M.megatron_version))
+        gtp_world.set_megatron(self.M)
+        try:
+            return gtp_world.get_world(p["tp_size"], p["gtp_size"], 1, None)
+        except gtp_world.WorldError as exc:
+            raise OpError("world_failed", str(exc))
+
+    def save(self, p):
+        """Every rank's gdp_save result for this case (cached)."""
+        import gtp_world
+        case = self._case(p)
+        got = self.cache.get(case)
+        world = self._world(p)
+        if got is not None and got[0] is world:
+            return got[1], case, world
+        payload = {"case": case, "prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"],
+                   "names": p["names"], "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"]}
+        try:
+            results = world.run("gdp_save", payload)
+        except gtp_world.WorldTaskError as exc:
+            raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+        if len(self.cache) > 64:
+            self.cache.clear()
+        self.cache[case] = (world, results)
+        return results, case, world
+
+    @staticmethod
+    def raise_mixer_error(r):
+        err = r.get("mixer_error")
+        if err:
+            raise OpError("megatron_error", f"{r.get('mixer', 'the mixer')}.sharded_state_dict raised {err['type']}: "
+                          f"{err['message']}" + (f" (at {err['frame']})" if err.get("frame") else ""),
+                          exception_type=err["type"], megatron_frame=err.get("frame"))
+
+    def mine(self, p, results, world):
+        return results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
+
+    def pieces(self, req):
+        p = _gtp_params(req)
+        results, _, world = self.save(p)
+        r = self.mine(p, results, world)
+        storage_of = {"shard": req.get("shard_storage"), "gathered": req.get("gather_storage")}
+        self.raise_mixer_error(r)
+        if r.get("factory") is None:
+            raise OpError("megatron_error", "the GDP mixer did not build a factory for in_proj.weight: "
+                          + str(r.get("entry")))
+        if r.get("gathered_rows_ok") is False:
+            raise OpError("megatron_error", "the gathered in_proj is not the TP-local weight's real rows: "
+                          + r.get("gathered_rows_problem", ""))
+        out = []
+        for piece in r["pieces"]:
+            if piece.get("local"):
+                item = {"kind": "local"}
+                if piece.get("view") is not None and storage_of.get(piece["view"]["storage"]) is not None:
+                    item["value"] = {"shape": [piece["rows"], p["cols"]], "dtype": p["dtype"],
+                                     "blocks": _blocks(piece["view"], storage_of)}
+                out.append(item)
+                continue
+            if "entry" not in piece:
+                raise OpError("megatron_error", f"the in_proj factory built a {piece.get('other')}")
+            entry = dict(piece["entry"])
+            entry["dtype"] = p["dtype"]
+            view = piece.get("view")
+            if view is not None and storage_of.get(view["storage"]) is not None:
+                entry["data"] = {"shape": list(entry["local_shape"]), "dtype": p["dtype"],
+                                 "blocks": _blocks(view, storage_of)}
+            out.append(entry)
+        return {"design": "gather", "pieces": out, "factory_replica_id": r["factory"]["replica_id"],
+                "gathered_rows": r["factory"]["data_rows"]}
+
+    def merge(self, req):
+        import gtp_world
+        p = _gtp_params(req)
+        results, case, world = self.save(p)
+        self.raise_mixer_error(self.mine(p, results, world))
+        loaded = field(req, "loaded")
+        bare = boolean(req, "bare", False)
+        tensors = [loaded] if bare else loaded
+        if not isinstance(tensors, list):
+            raise BadRequest("loaded must be a list of tensors ({\"rows\", \"blocks\"})")
+        index = {}
+        codes_per = []
+        for i, t in enumerate(tensors):
+            if not isinstance(t, dict) or not isinstance(t.get("blocks"), list):
+                raise BadRequest(f"loaded[{i}] must be tensor data {{\"shape\", \"blocks\"}}")
+            codes = []
+            for b in t["blocks"]:
+                if not isinstance(b, list) or len(b) != 3 or not all(_is_int(x) for x in b) or min(b) < 0:
+                    raise BadRequest(f"loaded[{i}]: a block is [storage, first_row, rows]")
+                s, first, n = b
+                if len(codes) + n > 10_000_000:
+                    raise BadRequest("loaded tensor too large")
+                if s == 0:
+                    codes.extend([0.0] * n)
+                    continue
+                k = index.setdefault(s, len(index))
+                codes.extend(gtp_world.row_code(k, first + j) for j in range(n))
+            shape = t.get("shape") or [len(codes)]
+            rows = shape[0] if isinstance(shape, list) and shape and _is_int(shape[0]) else -1
+            if rows != len(codes):
+                raise BadRequest(f"loaded[{i}]: blocks cover {len(codes)} rows, rows says {rows}")
+            codes_per.append(codes)
+        per_rank = [None] * world.size
+        per_rank[world.rank_of(0, p["tp_rank"], p["gtp_rank"])] = {
+            "loaded": codes_per[0] if bare else codes_per, "bare": bare}
+        try:
+            results = world.run("gdp_merge", {"case": case, "cols": p["cols"], "per_rank": per_rank})
+        except gtp_world.WorldTaskError as exc:
+            raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+        r = results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
+        storage = {k: s for s, k in index.items()}
+        blocks = []
+        for src in gtp_world.decode_rows(r["codes"]):
+            s, row = (0, 0) if src is None else (storage.get(src[0], -1), src[1])
+            if s == -1:
+                raise OpError("megatron_error", "the merge produced a row no loaded tensor holds")
+            last = blocks[-1] if blocks else None
+            if last and last[0] == s and (s == 0 or last[1] + last[2] == row):
+                last[2] += 1
+            else:
+                blocks.append([s, row if s else 0, 1])
+        return {"shape": [r["rows"], p["cols"]], "dtype": p["dtype"], "blocks": blocks}
+
+    def param_entry(self, req):
+        p = _gtp_params(req)
+        results, _, world = self.save(p)
+        ranks = []
+        for rank, r in enumerate(results):
+            d, t, g = world.coords(rank)
+            entry = dict(r["param_entry"])
+            entry["dtype"] = p["dtype"]
+            view = r.get("param_entry_view")
+            ranks.append({"dp": d, "ep": 0, "tp": t, "gtp": g, "entry": entry, "is_view": view is not None,
+                          "view": view})
+        mine = ranks[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
+        entry = dict(mine["entry"])
+        if mine["view"] is not None and req.get("shard_storage") is not None:
+            entry["data"] = {"shape": list(entry["local_shape"]), "dtype": p["dtype"],
+                             "blocks": [[req["shard_storage"], mine["view"]["first_row"], mine["view"]["rows"]]]}
+        return {"entry": entry, "is_view": mine["is_view"], "ranks": ranks}
+
+
+def _gtp_ops(self):
+    if getattr(self, "_gtp", None) is None:
+        self._gtp = GtpOps(self.M)
+    return self._gtp
+
+
+def _is_mamba(req):
+    return req.get("mixer") == "mamba" or req.get("names") == ["z", "x", "B", "C", "dt"]
+
+
+def _op_gtp_pieces(self, req):
+    design = string(req, "design")
+    if design in ("shard-split", "shard_split") and not _is_mamba(req):
+        if self.M.find_gtp_split_factory() is None:
+            raise Unsupported("the shard-split design: _gtp_split_tensor_factory (the pending GTP shard-split PR) "
+                              "is not in this Megatron")
+        raise Unsupported("the shard-split design with data through the adapter (use gtp_split for metadata)")
+    if design not in ("gather", "shard-split", "shard_split"):
+        raise BadRequest("design must be \"gather\" or \"shard-split\"")
+    return _gtp_ops(self).pieces(req)  # Mamba's mixer gathers whatever design is asked (spec 4.10)
+
+
+def _op_gtp_merge(self, req):
+    design = string(req, "design")
+    if design != "gather" and not _is_mamba(req):
+        if self.M.find_gtp_split_factory() is None:
+            raise Unsupported("the shard-split design: _gtp_split_tensor_factory (the pending GTP shard-split PR) "
+                              "is not in this Megatron")
+        raise Unsupported("the shard-split merge through the adapter")
+    return _gtp_ops(self).merge(req)
+
+
+def _op_gtp_param_entry(self, req):
+    return _gtp_ops(self).param_entry(req)
+
+
+def _op_gtp_worlds(self, req):
+    import gtp_world
+    return {"worlds": [{"dp": k[0], "tp": k[1], "gtp": k[2], "startup_seconds": w.startup_seconds,
+                        "patches": w.patches} for k, w in gtp_world._WORLDS.items()]}
+
+
+def _op_gtp_patches(self, req):
+    import megatron_patches
+    try:
+        return {"patches": megatron_patches.report()}
+    except megatron_patches.PatchError as exc:
+        raise OpError("patch_does_not_apply", str(exc))
+
+
+def _op_gtp_unpatched_save(self, req):
+    import gtp_world
+    ops = _gtp_ops(self)
+    p = _gtp_params(req)
+    world = ops._world(p)
+    payload = {"prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"], "names": p["names"],
+               "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"]}
+    try:
+        results = world.run("gdp_save_unpatched", payload)
+    except gtp_world.WorldTaskError as exc:
+        raise OpError("megatron_error", str(exc))
+    return {"failed": any(r["failed"] for r in results), "ranks": results}
+
+
+Ops.op_gtp_patches = _op_gtp_patches
+Ops.op_gtp_unpatched_save = _op_gtp_unpatched_save
+Ops.op_gtp_pieces = _op_gtp_pieces
+Ops.op_gtp_merge = _op_gtp_merge
+Ops.op_gtp_param_entry = _op_gtp_param_entry
+Ops.op_gtp_worlds = _op_gtp_worlds

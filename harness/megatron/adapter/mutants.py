@@ -358,3 +358,133 @@ def _integrity_dups(M):
         return original(rank_sharding).clamp(max=1)
 
     M.validation._compute_shards_access = wrapped
+
+
+# ---- GTP checkpoint path (declarative) ----------------------------------------------------------
+#
+# Each row is (name, spec bug class, description, target, replacement): `target` is a dotted
+# attribute path "module:attr[.attr...]" of an imported Megatron module; `replacement(original,
+# M)` returns what is installed there. A path through a module-level name that other code shares
+# (e.g. "torch.nn.functional.pad" as the GDP mixer sees it) is rebound only in that module, by a
+# proxy, so the rest of Megatron and torch stay untouched. Applying a row whose target no longer
+# exists raises (the mutant would silently be a no-op).
+
+import importlib as _importlib
+import types as _types
+
+
+class _Proxy(_types.ModuleType):
+    """A module stand-in: one attribute replaced, everything else from the wrapped object."""
+
+    def __init__(self, wrapped, name, value):
+        super().__init__(getattr(wrapped, "__name__", "proxy"))
+        object.__setattr__(self, "_wrapped", wrapped)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_value", value)
+
+    def __getattr__(self, attr):
+        if attr == object.__getattribute__(self, "_name"):
+            return object.__getattribute__(self, "_value")
+        return getattr(object.__getattribute__(self, "_wrapped"), attr)
+
+
+def _install(target, make):
+    module_name, _, path = target.partition(":")
+    module = _importlib.import_module(module_name)
+    parts = path.split(".")
+    chain = [module]
+    for part in parts[:-1]:
+        if not hasattr(chain[-1], part):
+            raise AttributeError(f"mutant target {target}: {part} not found")
+        chain.append(getattr(chain[-1], part))
+    if not hasattr(chain[-1], parts[-1]):
+        raise AttributeError(f"mutant target {target}: {parts[-1]} not found")
+    value = make(getattr(chain[-1], parts[-1]))
+    # rebind from the innermost attribute outwards; only the module's own name is changed
+    for holder, part in zip(reversed(chain[1:]), reversed(parts[:-1])):
+        value = _Proxy(holder, parts[parts.index(part) + 1], value)
+    setattr(module, parts[0] if len(parts) > 1 else parts[-1], value)
+
+
+def _gtp_param(t):
+    return getattr(t, "is_gtp_weight_remat", False)
+
+
+def _no_gather(original):
+    # the mixer does not recognise its in_proj as a GTP shard: splits the (R, C) shard as if TP-local
+    return lambda param: False
+
+
+def _wrong_group(original):
+    def elect(param, explicit_group=None):
+        from megatron.core.utils import get_pg_rank
+        return get_pg_rank(param.group)  # the GTP remat group: its peers hold different shards
+    return elect
+
+
+def _pad_rows_saved(original):
+    def make(tensor, key, *args, **kwargs):
+        import torch
+        if key.endswith("in_proj.weight") and not _gtp_param(tensor) and torch.distributed.is_initialized():
+            from megatron.core.tensor_parallel import gtp_api
+            # the gathered buffer keeps the G*R - D pad rows of the last shards
+            import megatron.core.parallel_state as ps
+            grp = getattr(ps, "_GTP_WEIGHT_REMAT_GROUP", None)
+            g = grp.size() if grp is not None else 1
+            align = gtp_api.GTP_CONFIG.pad_for_alignment * g
+            if align and tensor.shape[0] % align:
+                pad = align - tensor.shape[0] % align
+                tensor = torch.cat([tensor, tensor.new_zeros((pad,) + tuple(tensor.shape[1:]))])
+        return original(tensor, key, *args, **kwargs)
+    return make
+
+
+def _no_zero_fill(original):
+    def pad(t, spec, *args, **kwargs):
+        import torch
+        rows = spec[3] if len(spec) >= 4 else 0
+        if rows > 0 and t.dim() >= 1 and t.shape[0] > 0:
+            # torch.empty-like: the pad rows keep whatever the buffer held (here: the last real row)
+            return torch.cat([t, t[-1:].expand((rows,) + tuple(t.shape[1:]))])
+        return original(t, spec, *args, **kwargs)
+    return pad
+
+
+def _offset_no_tp_term(original):
+    def make(tensor, key, tp_axis=0, replica_id=None, prepend_offsets=(), **kwargs):
+        out = original(tensor, key, tp_axis, replica_id, prepend_offsets, **kwargs)
+        if _gtp_param(tensor) and tp_axis == 0:
+            from megatron.core.utils import get_pg_rank, get_pg_size
+            tp_rank = get_pg_rank(kwargs.get("tp_group")) if kwargs.get("tp_group") is not None else 0
+            g_size = get_pg_size(tensor.group)
+            axis = len(prepend_offsets)
+            offset = list(out.global_offset)
+            offset[axis] -= tp_rank * g_size * out.local_shape[axis]  # composite t*G + g loses t*G
+            out.global_offset = tuple(offset)
+        return out
+    return make
+
+
+GTP_MUTANTS = (
+    ("gtp_no_gather", 23, "GDP's sharded_state_dict does not see its in_proj as a GTP shard and splits the (R, C) "
+     "shard without gathering it", "megatron.core.ssm.gated_delta_product:is_gtp_param", _no_gather),
+    ("gtp_writer_wrong_group", 23, "the GTP shard's writer is elected over the GTP remat group (whose peers hold "
+     "different shards) instead of the GTP-excluded DP group",
+     "megatron.core.tensor_parallel.gtp_api:gtp_replica_rank", _wrong_group),
+    ("gtp_saves_pad_rows", 23, "the gathered in_proj keeps the alignment pad rows when it is re-described for "
+     "saving", "megatron.core.ssm.gated_delta_product:make_tp_sharded_tensor_for_checkpoint", _pad_rows_saved),
+    ("gtp_no_zero_fill", 23, "the GDP in_proj merge pads the loaded rows with uninitialised memory instead of "
+     "zeros", "megatron.core.ssm.gated_delta_product:torch.nn.functional.pad", _no_zero_fill),
+    ("gtp_offset_no_tp_term", 23, "the GTP parameter's composite axis-0 offset drops its TP term (t*G + g -> g)",
+     "megatron.core.utils:make_tp_sharded_tensor_for_checkpoint", _offset_no_tp_term),
+)
+
+
+def _register_declared(name, bug_class, description, target, make):
+    def apply_row(M):
+        _install(target, make)
+    _REGISTRY[name] = (description + f" [patches {target}]", bug_class, apply_row)
+
+
+for _row in GTP_MUTANTS:
+    _register_declared(*_row)

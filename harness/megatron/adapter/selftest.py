@@ -316,6 +316,49 @@ def checks(supports=()):
                   {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3, "nheads_local": 2,
                    "householder": 3}, {"pred": lambda rep: rep.get("unsupported") is True}))
 
+    # GTP through real gloo worlds (gtp_world.py): the GDP mixer's gather design, spec 4.4/4.5
+    if "gtp_pieces" in supports:
+        gtp = {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2],
+               "names": GDP_NAMES, "tp_size": 2, "gtp_size": 2, "pad_for_alignment": 16, "cols": 2,
+               "dtype": "bfloat16", "gather_storage": 100, "shard_storage": 7}
+        C.append(("gtp patches: every patch still needed and still matching the checkout", {"op": "gtp_patches"},
+                  {"pred": lambda rep: rep["ok"] and rep["result"]["patches"]
+                   and all(p["needed"] for p in rep["result"]["patches"])}))
+        C.append(("gtp patches: without them the GDP gather branch is skipped and Megatron asserts",
+                  {"op": "gtp_unpatched_save", **gtp, "tp_rank": 0, "gtp_rank": 0},
+                  {"pred": lambda rep: rep["ok"] and rep["result"]["failed"] is True}))
+
+        def pieces_ok(rep):
+            pieces = rep["result"]["pieces"]
+            return (len(pieces) == 12 and all(p["replica_id"] == [0, 0, 1] for p in pieces)
+                    and pieces[0]["global_offset"] == [10, 0] and pieces[0]["global_shape"] == [20, 2]
+                    and pieces[0]["data"]["blocks"] == [[100, 0, 10]] and pieces[-1]["data"]["blocks"] == [[100, 58, 2]]
+                    and pieces[-1]["global_offset"] == [2, 0] and pieces[-1]["key"].endswith(".a"))
+        C.append(("4.5 gather: rank (t=1, g=1) builds all 12 TP-local chunks of the gathered (60, C), replica (0,0,1)",
+                  {"op": "gtp_pieces", "design": "gather", **gtp, "tp_rank": 1, "gtp_rank": 1},
+                  {"pred": pieces_ok}))
+        C.append(("4.5 gather merge: g=1 gets rows [32, 60) then 4 zero pad rows",
+                  {"op": "gtp_merge", "design": "gather", **gtp, "tp_rank": 1, "gtp_rank": 1,
+                   "loaded": [{"shape": [50, 2], "blocks": [[7, 0, 50]]}, {"shape": [10, 2], "blocks": [[8, 0, 10]]}]},
+                  {"result": {"shape": [32, 2], "dtype": "bfloat16", "blocks": [[7, 32, 18], [8, 0, 10], [0, 0, 4]]}}))
+
+        def entry_ok(rep):
+            e = rep["result"]["entry"]
+            return (e["global_shape"] == [128, 2] and e["global_offset"] == [96, 0] and e["local_shape"] == [32, 2]
+                    and e["replica_id"] == [0, 0, 0] and e["allow_shape_mismatch"] is True
+                    and e["data"]["blocks"] == [[7, 0, 32]] and len(rep["result"]["ranks"]) == 4)
+        C.append(("4.4 GTP parameter entry: composite offset (t*G+g)*R, padded global, writer (0,0,0), a view",
+                  {"op": "gtp_param_entry", **gtp, "tp_rank": 1, "gtp_rank": 1}, {"pred": entry_ok}))
+        C.append(("shard-split design: 'not in this Megatron' unless the PR's factory is there",
+                  {"op": "gtp_pieces", "design": "shard-split", **gtp, "tp_rank": 0, "gtp_rank": 0},
+                  {"pred": lambda rep: (rep.get("unsupported") is True and "not in this Megatron" in rep["error"]["message"])
+                   or "gtp_split" in supports}))
+    else:
+        C.append(("gtp_pieces unsupported without GDP/GTP", {"op": "gtp_pieces", "design": "gather", "key": "x.in_proj.weight",
+                                                            "sections": [2], "names": ["z"], "tp_size": 1, "tp_rank": 0,
+                                                            "gtp_size": 1, "gtp_rank": 0, "pad_for_alignment": 0, "cols": 1},
+                  {"pred": lambda rep: rep.get("unsupported") is True}))
+
     # protocol
     C.append(("protocol: bad JSON", "{not json", {"kind": "bad_request"}))
     err("protocol: missing field", {"op": "pattern_maps"}, "bad_request")
@@ -393,7 +436,8 @@ def main():
     adapter = Adapter(args.python, args.megatron_path)
     try:
         info = hello(adapter)
-        print(f"megatron-core {info['megatron_version']} (torch {info['torch_version']}) from {info['megatron_path']}")
+        print(f"megatron-core {info['megatron_version']} (torch {info['torch_version']}) from {info['megatron_path']}"
+              f" revision {info.get('megatron_revision')}")
         print("supports: " + " ".join(info["supports"]))
         supports = info["supports"]
         failures, total = run_checks(adapter, args.verbose, supports)
@@ -415,6 +459,18 @@ def main():
                 print(f"ok   {name}")
     finally:
         adapter.close()
+    bad = Adapter(args.python, "/nonexistent-megatron-checkout")
+    try:
+        rep = bad.send({"op": "hello", "protocol": 1}, timeout=180)
+        ok = rep.get("ok") is False and "megatron/core" in rep.get("error", {}).get("message", "")
+    finally:
+        bad.close()
+    total += 1
+    if not ok:
+        failures.append("a --megatron-path without megatron/core is refused")
+        print(f"FAIL a --megatron-path without megatron/core is refused: {rep}")
+    elif args.verbose:
+        print("ok   a --megatron-path without megatron/core is refused")
     if args.all_mutants:
         from concurrent.futures import ThreadPoolExecutor
         names = [m["name"] for m in lst["result"]["mutants"]]

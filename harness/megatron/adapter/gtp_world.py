@@ -1,0 +1,663 @@
+"""Persistent gloo worlds that run Megatron's own GTP checkpoint code on CPU (docs/adapter-protocol.md).
+
+A World is DP x T x G Python worker processes (rank = (d*T + t)*G + g) joined in one gloo
+process group, with the groups Megatron's GTP code is handed: TP (same d, g), GTP remat (same
+d, t), the GTP-inclusive dp_cp (same t) and the GTP-excluded DP group (same t, g) that GTP
+params carry as gtp_replica_group. Workers import torch and Megatron once, apply the GPU-only
+patches of megatron_patches.py, point parallel_state's TP/dp_cp globals at those groups (what
+initialize_model_parallel would do), and then run tasks on request.
+
+API (what the adapter and the round-trip scenarios use):
+
+    world = get_world(tp=2, gtp=2, dp=1, megatron_path=None)   # cached by layout
+    results = world.run("gdp_save", {...} or [per-rank dicts])  # one result per rank, rank order
+    world.rank_of(d, t, g); world.size; world.startup_seconds; world.patches
+    close_all()
+
+Tasks (functions named task_<name> below) get (ctx, payload) and return picklable values. A
+task that raises on any rank makes run() raise WorldTaskError naming the rank and Megatron's
+frame; a rank that does not answer within the timeout kills the world (it is dropped from the
+cache, the next get_world starts a fresh one). Every tensor a task builds is float64 whose rows
+carry their provenance as a code (see row_code): Megatron's row logic does not depend on the
+dtype, and float64 keeps every code exact.
+"""
+
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(1, HERE)
+
+CODE_BASE = float(1 << 26)  # row codes: (source + 1) * CODE_BASE + row + 1; 0 = zero (pad) row
+
+
+def row_code(source, row):
+    return (source + 1) * CODE_BASE + row + 1
+
+
+def decode_rows(values):
+    """[(source, row) or None for a zero row] from a 1-D sequence of row codes."""
+    out = []
+    for v in values:
+        v = float(v)
+        if v == 0.0:
+            out.append(None)
+            continue
+        q = int(v // CODE_BASE)
+        out.append((q - 1, int(v - q * CODE_BASE) - 1))
+    return out
+
+
+class WorldError(Exception):
+    """The world could not start or stopped answering."""
+
+
+class WorldTaskError(Exception):
+    """A task raised on a rank: Megatron (or the stand-in) failed on this input."""
+
+    def __init__(self, rank, exc_type, message, frame):
+        super().__init__(f"rank {rank}: {exc_type}: {message}" + (f" (at {frame})" if frame else ""))
+        self.rank, self.exc_type, self.message, self.frame = rank, exc_type, message, frame
+
+
+def _write_frame(f, obj):
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(struct.pack("<Q", len(data)))
+    f.write(data)
+    f.flush()
+
+
+def _read_frame(f):
+    head = f.read(8)
+    if len(head) < 8:
+        raise EOFError("world worker closed its pipe")
+    (n,) = struct.unpack("<Q", head)
+    data = f.read(n)
+    if len(data) < n:
+        raise EOFError("world worker closed its pipe mid-frame")
+    return pickle.loads(data)
+
+
+class World:
+    """One persistent world of worker processes for a (dp, tp, gtp) layout."""
+
+    def __init__(self, tp, gtp, dp=1, megatron_path=None, python=None, startup_timeout=180.0, timeout=120.0,
+                 fork=True):
+        """fork=True (default) forks the workers from this process, which must have imported
+        Megatron already (adapter.load_megatron): start-up costs no import. fork=False starts
+        fresh interpreters (python, default sys.executable) that import Megatron themselves."""
+        self.tp, self.gtp, self.dp = int(tp), int(gtp), int(dp)
+        if min(self.tp, self.gtp, self.dp) < 1 or self.size > 64:
+            raise WorldError(f"world layout dp={dp} tp={tp} gtp={gtp} is not 1..64 ranks")
+        self.megatron_path = megatron_path
+        self.timeout = timeout
+        self.dir = tempfile.mkdtemp(prefix="ih-gtp-world-")
+        self.procs, self.queues = [], []
+        t0 = time.monotonic()
+        store = os.path.join(self.dir, "store")
+        for rank in range(self.size):
+            if fork:
+                proc = _ForkedWorker(rank, self, store, timeout)
+            else:
+                cmd = [python or sys.executable, os.path.abspath(__file__), "--worker", "--rank", str(rank),
+                       "--tp", str(self.tp), "--gtp", str(self.gtp), "--dp", str(self.dp), "--store", store,
+                       "--timeout", str(int(max(30, timeout)))]
+                if megatron_path:
+                    cmd += ["--megatron-path", megatron_path]
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=open(os.path.join(self.dir, f"stderr_{rank}.txt"), "wb"))
+            q = queue.Queue()
+            threading.Thread(target=self._reader, args=(proc, q), daemon=True).start()
+            self.procs.append(proc)
+            self.queues.append(q)
+        try:
+            hellos = self._collect(startup_timeout, "start-up")
+            if not all(h.get("ok") for h in hellos):
+                bad = next(h for h in hellos if not h.get("ok"))
+                raise WorldError(f"world start-up failed: {bad.get('type')}: {bad.get('message')}")
+        except Exception:
+            self.close()
+            raise
+        self.patches = hellos[0].get("patches", [])
+        self.startup_seconds = round(time.monotonic() - t0, 2)
+
+    @property
+    def size(self):
+        return self.tp * self.gtp * self.dp
+
+    def rank_of(self, d, t, g):
+        return (d * self.tp + t) * self.gtp + g
+
+    def coords(self, rank):
+        d, rest = divmod(rank, self.tp * self.gtp)
+        t, g = divmod(rest, self.gtp)
+        return d, t, g
+
+    @staticmethod
+    def _reader(proc, q):
+        try:
+            while True:
+                q.put(_read_frame(proc.stdout))
+        except Exception as exc:  # noqa: BLE001 - EOF or a broken frame ends the reader
+            q.put({"eof": f"{type(exc).__name__}: {exc}"})
+
+    def stderr_tail(self, rank, n=3000):
+        try:
+            with open(os.path.join(self.dir, f"stderr_{rank}.txt"), "rb") as f:
+                return f.read()[-n:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _collect(self, timeout, what):
+        deadline = time.monotonic() + timeout
+        out = []
+        for rank, q in enumerate(self.queues):
+            try:
+                reply = q.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                raise WorldError(f"world dp={self.dp} tp={self.tp} gtp={self.gtp}: rank {rank} gave no answer to "
+                                 f"{what} within {timeout:.0f} s; its stderr:\n{self.stderr_tail(rank)}")
+            if "eof" in reply:
+                self.close()
+                raise WorldError(f"world rank {rank} died during {what} ({reply['eof']}); its stderr:\n"
+                                 f"{self.stderr_tail(rank)}")
+            out.append(reply)
+        return out
+
+    def run(self, task, payload, timeout=None):
+        """Runs task_<task> on every rank: payload is one object for all or a list per rank."""
+        if not self.procs:
+            raise WorldError("the world is closed")
+        per_rank = payload if isinstance(payload, list) else [payload] * self.size
+        for proc, p in zip(self.procs, per_rank):
+            try:
+                _write_frame(proc.stdin, {"task": task, "payload": p})
+            except (BrokenPipeError, OSError) as exc:
+                self.close()
+                raise WorldError(f"world worker pipe broken: {exc}")
+        replies = self._collect(timeout or self.timeout, f"task {task}")
+        for rank, r in enumerate(replies):
+            if not r.get("ok"):
+                raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"))
+        return [r["result"] for r in replies]
+
+    def close(self):
+        for proc in self.procs:
+            try:
+                if proc.poll() is None:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            if isinstance(proc, _ForkedWorker):
+                _PARENT_FDS.difference_update(proc.fds)
+        deadline = time.monotonic() + 5
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = []
+
+
+_PARENT_FDS = set()  # pipe ends the parent holds for its forked workers (children close them)
+
+
+class _ForkedWorker:
+    """A worker forked from this process, with the Popen surface World uses."""
+
+    def __init__(self, rank, world, store, timeout):
+        r_req, w_req = os.pipe()
+        r_rep, w_rep = os.pipe()
+        err_path = os.path.join(world.dir, f"stderr_{rank}.txt")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 1
+            try:
+                keep = {r_req, w_rep}
+                for fd in list(_PARENT_FDS) + [w_req, r_rep]:
+                    if fd not in keep:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(err, 2)
+                os.dup2(err, 1)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                sys.stdin = open(os.devnull)
+                code = worker_loop(os.fdopen(r_req, "rb"), os.fdopen(w_rep, "wb"), rank, world.tp, world.gtp,
+                                   world.dp, store, int(max(30, timeout)), world.megatron_path, forked=True)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(r_req)
+        os.close(w_rep)
+        self.pid = pid
+        self.fds = {w_req, r_rep}
+        _PARENT_FDS.update(self.fds)
+        self.stdin = os.fdopen(w_req, "wb")
+        self.stdout = os.fdopen(r_rep, "rb")
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("world worker", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def kill(self):
+        try:
+            os.kill(self.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+_WORLDS = {}
+MAX_WORLDS = 6  # least recently used worlds beyond this are closed
+
+
+def get_world(tp, gtp, dp=1, megatron_path=None, **kwargs):
+    """The cached world for this layout (started on first use; a dead one is replaced)."""
+    key = (int(dp), int(tp), int(gtp), megatron_path)
+    world = _WORLDS.pop(key, None)
+    if world is None or not world.procs or any(p.poll() is not None for p in world.procs):
+        if world is not None:
+            world.close()
+        while len(_WORLDS) >= MAX_WORLDS:
+            _WORLDS.pop(next(iter(_WORLDS))).close()
+        world = World(tp, gtp, dp, megatron_path, **kwargs)
+    _WORLDS[key] = world  # most recently used last
+    return world
+
+
+def close_all():
+    for world in list(_WORLDS.values()):
+        world.close()
+    _WORLDS.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side
+# ---------------------------------------------------------------------------------------------
+
+class Ctx:
+    """What a worker knows: Megatron, its coordinates and its groups."""
+
+
+def _megatron_frame(tb):
+    frame = None
+    for fs in traceback.extract_tb(tb):
+        if "/megatron/" in fs.filename.replace(os.sep, "/"):
+            frame = f"{fs.filename.split('megatron/', 1)[-1]}:{fs.lineno} in {fs.name}"
+    return frame
+
+
+def _build_groups(ctx):
+    import torch.distributed as dist
+    T, G, D = ctx.tp_size, ctx.gtp_size, ctx.dp_size
+    rank_of = lambda d, t, g: (d * T + t) * G + g  # noqa: E731
+    ctx.tp_group = ctx.gtp_group = ctx.dp_cp_group = ctx.dp_excl_group = None
+    for d in range(D):
+        for g in range(G):
+            grp = dist.new_group([rank_of(d, t, g) for t in range(T)], backend="gloo")
+            if d == ctx.d and g == ctx.g:
+                ctx.tp_group = grp
+    for d in range(D):
+        for t in range(T):
+            grp = dist.new_group([rank_of(d, t, g) for g in range(G)], backend="gloo")
+            if d == ctx.d and t == ctx.t:
+                ctx.gtp_group = grp
+    for t in range(T):
+        grp = dist.new_group([rank_of(d, t, g) for d in range(D) for g in range(G)], backend="gloo")
+        if t == ctx.t:
+            ctx.dp_cp_group = grp
+    for t in range(T):
+        for g in range(G):
+            grp = dist.new_group([rank_of(d, t, g) for d in range(D)], backend="gloo")
+            if t == ctx.t and g == ctx.g:
+                ctx.dp_excl_group = grp
+    from megatron.core import parallel_state as ps
+    # What initialize_model_parallel sets; the GTP-inclusive dp_cp is Megatron's default dp_cp.
+    ps._TENSOR_MODEL_PARALLEL_GROUP = ctx.tp_group
+    if hasattr(ps, "_DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT"):
+        # A Megatron with GTP: the default dp_cp includes the GTP remat axis; the plain globals
+        # exclude it (the true replicas of a GTP shard).
+        ps._DATA_PARALLEL_GROUP_WITH_GTP_REMAT = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP = ctx.dp_excl_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_excl_group
+        ps._GTP_WEIGHT_REMAT_GROUP = ctx.gtp_group
+    else:
+        ps._DATA_PARALLEL_GROUP = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_cp_group
+
+
+def worker_main(argv):
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--rank", type=int)
+    ap.add_argument("--tp", type=int)
+    ap.add_argument("--gtp", type=int)
+    ap.add_argument("--dp", type=int)
+    ap.add_argument("--store")
+    ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--megatron-path", default=None)
+    args = ap.parse_args(argv)
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    return worker_loop(sys.stdin.buffer, out, args.rank, args.tp, args.gtp, args.dp, args.store, args.timeout,
+                       args.megatron_path, forked=False)
+
+
+def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, forked):
+    ctx = Ctx()
+    ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = rank, tp, gtp, dp
+    ctx.size = tp * gtp * dp
+    ctx.d, rest = divmod(rank, tp * gtp)
+    ctx.t, ctx.g = divmod(rest, gtp)
+    ctx.megatron_path = megatron_path
+    ctx.factories = {}
+    try:
+        import datetime
+        import warnings
+        warnings.filterwarnings("ignore")
+        from adapter import load_megatron
+        M = _PARENT_M if forked and _PARENT_M is not None else load_megatron(megatron_path)
+        ctx.M, ctx.torch = M, M.torch
+        M.torch.set_num_threads(1)
+        import megatron_patches
+        patches = megatron_patches.apply()
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+                                world_size=ctx.size, timeout=datetime.timedelta(seconds=timeout))
+        _build_groups(ctx)
+        _write_frame(out, {"ok": True, "patches": patches})
+    except BaseException as exc:  # noqa: BLE001
+        traceback.print_exc()
+        _write_frame(out, {"ok": False, "type": type(exc).__name__, "message": str(exc)})
+        return 1
+    while True:
+        try:
+            req = _read_frame(inp)
+        except EOFError:
+            break
+        try:
+            fn = TASKS[req["task"]]
+            result = fn(ctx, req["payload"])
+            reply = {"ok": True, "result": result}
+        except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+            traceback.print_exc()
+            reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000],
+                     "frame": _megatron_frame(exc.__traceback__)}
+        _write_frame(out, reply)
+    try:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        pass
+    return 0
+
+
+_PARENT_M = None  # the Megatron namespace a forking parent imported (set_megatron)
+
+
+def set_megatron(M):
+    """Registers the parent's imported Megatron (adapter.load_megatron) for forked workers."""
+    global _PARENT_M
+    _PARENT_M = M
+
+
+# ---- stand-ins ------------------------------------------------------------------------------
+
+def _stand_in_classes(torch):
+    from megatron.core.transformer.utils import ensure_metadata_has_dp_cp_group, make_sharded_tensors_for_checkpoint
+
+    class InProj(torch.nn.Module):
+        """Stands for TE's column-parallel in_proj: its sharded_state_dict is TE's (weight and bias
+        TP-sharded on axis 0, the caller's dp_cp group) calling Megatron's own helper."""
+
+        def __init__(self, weight, tp_group):
+            super().__init__()
+            self.weight = weight
+            self._tp_group = tp_group
+
+        def sharded_state_dict(self, prefix="", sharded_offsets=(), metadata=None):
+            metadata = ensure_metadata_has_dp_cp_group(metadata)
+            state_dict = self.state_dict(prefix="", keep_vars=True)
+            return make_sharded_tensors_for_checkpoint(state_dict, prefix, {"weight": 0, "bias": 0}, sharded_offsets,
+                                                       tp_group=self._tp_group, dp_cp_group=metadata["dp_cp_group"])
+
+    class Conv(torch.nn.Module):
+        def __init__(self, rows):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(rows, 1, 4, dtype=torch.float64))
+
+    return InProj, Conv
+
+
+def _layout_dims(sections, names):
+    """("gdp", d_inner, group_state, nheads, householder) or ("mamba", d_inner, group_state, nheads, 0)
+    from an in_proj split layout."""
+    if names == ["z", "x", "B", "C", "dt"]:
+        return "mamba", sections[0], sections[2], sections[4], 0
+    if "V0" not in names or names[0] != "z" or names[-1] != "a":
+        raise ValueError(f"not a GDP or Mamba in_proj layout: {names}")
+    m = sum(1 for n in names if n.startswith("V"))
+    return "gdp", sections[0], sections[names.index("Q")], sections[-1], m
+
+
+def _full_weight(ctx, rows, cols):
+    """The TP-local weight before GTP: row r of TP rank t holds row_code(t, r)."""
+    torch = ctx.torch
+    full = torch.empty(rows, cols, dtype=torch.float64)
+    for r in range(rows):
+        full[r].fill_(row_code(ctx.t, r))
+    return full
+
+
+def _wrap_gtp(ctx, module, pad_for_alignment, replica_group):
+    """Megatron's own post-init GTP path: wrap_module_params_gtp pads and slices the weight (and
+    leaves it alone when the GTP group has one rank), stamping the caller's replica group."""
+    gtp = ctx.M.gtp
+    saved = gtp.GTP_CONFIG.pad_for_alignment
+    gtp.GTP_CONFIG.pad_for_alignment = pad_for_alignment
+    try:
+        gtp.wrap_module_params_gtp(module, ["weight"], ctx.gtp_group, replica_group=replica_group)
+    finally:
+        gtp.GTP_CONFIG.pad_for_alignment = saved
+    module.weight.requires_grad_(False)
+    return module.weight
+
+
+def _standin_mixer(ctx, p):
+    """A stand-in mixer (GDP or Mamba, by the layout's names) carrying the attributes and
+    parameters that the mixer's sharded_state_dict reads, shaped as Megatron shapes them, with a
+    GTP-wrapped in_proj. Returns (module, in_proj weight, the mixer class)."""
+    torch = ctx.torch
+    import types
+    InProj, Conv = _stand_in_classes(torch)
+    sections, names = list(p["sections"]), list(p["names"])
+    kind, d_inner, group_state, nheads, m = _layout_dims(sections, names)
+    mod = torch.nn.Module()
+    mod.d_inner_local_tp, mod.ngroups_local_tp, mod.d_state, mod.nheads_local_tp = d_inner, 1, group_state, nheads
+    for name in ("A_log", "dt_bias", "D"):
+        mod.register_parameter(name, torch.nn.Parameter(torch.zeros(nheads, dtype=torch.float64), requires_grad=False))
+    in_proj = InProj(torch.nn.Parameter(_full_weight(ctx, sum(sections), int(p["cols"])), requires_grad=False),
+                     ctx.tp_group)
+    weight = _wrap_gtp(ctx, in_proj, int(p["pad_for_alignment"]), ctx.dp_excl_group)
+    if kind == "gdp":
+        mod.num_householder = m
+        mod.pg_collection = types.SimpleNamespace(tp=ctx.tp_group)
+        mod.in_proj = in_proj
+        mod.conv1d = Conv(d_inner * m + (1 + m) * group_state)
+        return mod, weight, ctx.M.gdp.GatedDeltaProductMixer
+    conv_dim = d_inner + 2 * group_state
+    mod.tp_group = ctx.tp_group
+    mod.register_parameter("conv1d_weight", torch.nn.Parameter(torch.zeros(conv_dim, 1, 4, dtype=torch.float64),
+                                                               requires_grad=False))
+    mod.register_parameter("conv1d_bias", torch.nn.Parameter(torch.zeros(conv_dim, dtype=torch.float64),
+                                                             requires_grad=False))
+    mod.in_proj = in_proj
+    import importlib
+    return mod, weight, importlib.import_module("megatron.core.ssm.mamba_mixer").MambaMixer
+
+
+def _data_view(torch, tensor, base, base_id):
+    """{"storage", "first_row", "rows"} when `tensor` is a row view of `base`, else None."""
+    if tensor is None or base is None:
+        return None
+    if tensor.untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
+        return None
+    if tensor.dim() == 0 or tensor.shape[1:] != base.shape[1:] or not tensor.is_contiguous():
+        return None
+    stride = base.stride(0) if base.dim() else 1
+    delta = tensor.storage_offset() - base.storage_offset()
+    if stride == 0 or delta % stride:
+        return None
+    return {"storage": base_id, "first_row": delta // stride, "rows": int(tensor.shape[0])}
+
+
+def _st_json(st):
+    return {"kind": "tensor", "key": st.key, "global_shape": list(st.global_shape),
+            "global_offset": list(st.global_offset), "local_shape": list(st.local_shape),
+            "axis_fragmentations": None if st.axis_fragmentations is None else list(st.axis_fragmentations),
+            "replica_id": list(st.replica_id) if isinstance(st.replica_id, tuple) else st.replica_id,
+            "prepend_axis_num": st.prepend_axis_num, "allow_shape_mismatch": bool(st.allow_shape_mismatch)}
+
+
+# ---- tasks ----------------------------------------------------------------------------------
+
+def task_ping(ctx, payload):
+    return {"rank": ctx.rank, "coords": [ctx.d, ctx.t, ctx.g]}
+
+
+def task_gdp_save(ctx, p):
+    """Builds the stand-in GDP mixer and calls GatedDeltaProductMixer.sharded_state_dict unbound.
+    Returns the GTP parameter's own entry (what the in_proj submodule built), the in_proj
+    factory and its built pieces, with data described as views of the shard ("shard") or of the
+    gathered buffer ("gathered"), and a check of the gathered rows' values."""
+    torch, M = ctx.torch, ctx.M
+    prefix = p.get("prefix", "decoder.layers.0.mixer.")
+    mod, shard, mixer_cls = _standin_mixer(ctx, p)
+    metadata = {"dp_cp_group": ctx.dp_cp_group}
+    param_sd = mod.in_proj.sharded_state_dict(prefix=prefix + "in_proj.", metadata=dict(metadata))
+    param_entry = param_sd[prefix + "in_proj.weight"]
+    out = {"param_entry": _st_json(param_entry), "param_entry_dtype": str(param_entry.dtype),
+           "param_entry_view": _data_view(torch, param_entry.data, shard, "shard"),
+           "shard_rows": int(shard.shape[0]), "pad_length": int(getattr(shard, "pad_length", 0))}
+    out["mixer"] = mixer_cls.__name__
+    try:
+        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
+    except Exception as exc:  # noqa: BLE001 - reported per op: the parameter entry does not depend on it
+        out["mixer_error"] = {"type": type(exc).__name__, "message": str(exc)[:3000],
+                              "frame": _megatron_frame(exc.__traceback__)}
+        return out
+    factory = sd[prefix + "in_proj.weight"]
+    ctx.factories[p.get("case", "default")] = factory
+    if isinstance(factory, M.ShardedTensorFactory):
+        base = factory.data
+        gathered = base is not None and base.untyped_storage().data_ptr() != shard.untyped_storage().data_ptr()
+        base_id = "gathered" if gathered else "shard"
+        out["factory"] = {"key": factory.key, "replica_id": list(factory.replica_id)
+                          if isinstance(factory.replica_id, tuple) else factory.replica_id,
+                          "data_rows": None if base is None else int(base.shape[0]), "base": base_id}
+        built = factory.build()
+        items = built if isinstance(built, list) else [built]
+        pieces = []
+        for x in items:
+            if isinstance(x, M.ShardedTensor):
+                pieces.append({"entry": _st_json(x), "view": _data_view(torch, x.data, base, base_id)})
+            elif isinstance(x, M.LocalNonpersistentObject):
+                obj = x.unwrap()
+                pieces.append({"local": True, "rows": int(obj.shape[0]) if hasattr(obj, "shape") else None,
+                               "view": _data_view(torch, obj, base, base_id) if hasattr(obj, "shape") else None})
+            else:
+                pieces.append({"other": type(x).__name__})
+        out["pieces"] = pieces
+        if gathered and base is not None:
+            # The gathered buffer must be the TP-local weight's real rows, in order.
+            want = [(ctx.t, r) for r in range(int(base.shape[0]))]
+            got = decode_rows(base[:, 0].tolist()) if base.dim() == 2 else []
+            out["gathered_rows_ok"] = got == want
+            if got != want:
+                bad = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b) if len(got) == len(want) else None
+                out["gathered_rows_problem"] = (f"gathered {len(got)} rows, first wrong row {bad}: {got[bad] if bad is not None else ''}"
+                                                if bad is not None else f"gathered {len(got)} rows, expected {len(want)}")
+    else:
+        out["factory"] = None
+        out["entry"] = _st_json(factory) if isinstance(factory, M.ShardedTensor) else {"other": type(factory).__name__}
+    return out
+
+
+def task_gdp_save_unpatched(ctx, p):
+    """task_gdp_save with the GPU-only patches undone: shows they are still needed (Megatron then
+    skips its GTP branch and trips on the shard's size)."""
+    import megatron_patches
+    with megatron_patches.unpatched():
+        try:
+            out = task_gdp_save(ctx, dict(p, case="unpatched"))
+        except Exception as exc:  # noqa: BLE001
+            return {"failed": True, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    return {"failed": False, "pieces": len(out.get("pieces", []))}
+
+
+def task_gdp_merge(ctx, p):
+    """Calls the merge_fn of the factory task_gdp_save built for p["case"] on loaded tensors given
+    as row codes (one list of codes per loaded tensor); returns the merged rows' codes."""
+    torch = ctx.torch
+    factory = ctx.factories.get(p.get("case", "default"))
+    if factory is None:
+        raise RuntimeError("no factory built for this case on this rank (call gdp_save first)")
+    mine = p["per_rank"][ctx.rank] if isinstance(p.get("per_rank"), list) else p
+    if mine is None:
+        return None
+    cols = int(p["cols"])
+
+    def tensor(codes):
+        t = torch.empty(len(codes), cols, dtype=torch.float64)
+        for i, c in enumerate(codes):
+            t[i].fill_(c)
+        return t
+
+    loaded = mine["loaded"]
+    arg = tensor(loaded) if mine.get("bare") else [tensor(c) for c in loaded]
+    merged = factory.merge_fn(arg)
+    return {"rows": int(merged.shape[0]), "codes": merged[:, 0].tolist() if merged.dim() == 2 else []}
+
+
+TASKS = {name[len("task_"):]: fn for name, fn in dict(globals()).items() if name.startswith("task_")}
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv[1:]:
+        sys.exit(worker_main(sys.argv[1:]))
+    print(__doc__)
