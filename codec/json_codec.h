@@ -16,7 +16,9 @@ using Json = nlohmann::ordered_json;
 
 /// Serializes with invalid UTF-8 replaced, so an odd byte in a pattern never throws.
 std::string dump(const Json& value);
-/// Parses a document; syntax errors become bad_json with the parser's position.
+/// The deepest nesting of lists and objects parse accepts (Megatron state dicts nest a few levels).
+inline constexpr std::size_t kMaxJsonDepth = 256;
+/// Parses a document; syntax errors and nesting deeper than kMaxJsonDepth become bad_json.
 Result<Json> parse(std::string_view text);
 
 /// {"pattern", "ok": true, "num_gpt_layers", "attention_to_gpt", "mlp_to_gpt", "fresh_init"} or
