@@ -5,6 +5,7 @@
 #include "models/checkpoint_model.h"
 #include "models/split_factory.h"
 #include "properties/gtp_world.h"
+#include "properties/invariants.h"
 #include "properties/suite.h"
 
 namespace ih::props {
@@ -42,6 +43,11 @@ Verdict keys_and_shapes_match_nongtp(Implementation& impl, const GtpCase& c) {
 }
 
 Verdict main_pieces_tile_chunks(Implementation& impl, const GtpCase& c) {
+  // The plan the pieces follow, under the implementation's padding (shared with the fuzz target).
+  IH_VERDICT_ASSIGN(layout, layout_of(c));
+  IH_VERDICT_ASSIGN(rows, layout.total_rows());
+  IH_VERDICT_ASSIGN(padding, impl.gtp_padding(rows, c.gtp, c.pad_alignment));
+  if (Verdict v = invariants::gtp_piece_plans_tile(layout, padding, c.tp, c.gtp); !v.empty()) return "piece plan: " + v;
   auto ranks = build_all(impl, c);
   if (!ranks.ok()) return ranks.error().message;
   GlobalMetadata metadata;

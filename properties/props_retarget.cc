@@ -2,6 +2,7 @@
 #include <set>
 
 #include "models/retarget.h"
+#include "properties/invariants.h"
 #include "properties/load_world.h"
 #include "properties/suite.h"
 #include "models/text.h"
@@ -63,27 +64,20 @@ Verdict matches_gpt(Implementation& impl, const ModelCase& c) {
 }
 
 Verdict idempotent(Implementation& impl, const ModelCase& c) {
-  return for_each_rank(impl, c, [&](const RankLayout&, const auto&, const std::vector<FlatEntry>& after) -> Verdict {
+  return for_each_rank(impl, c, [&](const RankLayout&, const std::vector<FlatEntry>& before, const std::vector<FlatEntry>& after) -> Verdict {
     IH_VERDICT_ASSIGN(again, impl.retarget(c.pattern, after));
-    for (std::size_t i = 0; i < again.size() && i < after.size(); ++i)
-      if (!(again[i] == after[i])) return "a second pass changed " + after[i].path + ": " + box_of(after[i].entry) + " -> " + box_of(again[i].entry);
-    return again.size() == after.size() ? "" : "a second pass changed the entry count";
+    return invariants::retarget_idempotent(before, after, again);  // shared with the fuzz targets
   });
 }
 
 Verdict no_index_fresh_local(Implementation& impl, const ModelCase& c) {
   IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.pattern)));
   return for_each_rank(impl, c, [&](const RankLayout&, const std::vector<FlatEntry>& before, const std::vector<FlatEntry>& after) -> Verdict {
-    IH_VERDICT_ASSIGN(mine, built(after));
+    // Shared with the fuzz targets: no index in the retargeted keys, fresh and omitted entries local.
+    if (Verdict v = invariants::retarget_no_index_fresh_local(before, after, maps); !v.empty()) return v;
+    IH_VERDICT_ASSIGN(mine, built(after));  // and none in what the retargeted factories build
     for (const FlatEntry& e : mine)
       if (const std::string b = box_of(e.entry); !b.empty() && find_decoder_layer(b)) return "still carries a hybrid index: " + b;
-    for (std::size_t i = 0; i < before.size(); ++i) {
-      const std::string b = box_of(before[i].entry);
-      const auto match = find_decoder_layer(b);
-      const bool fresh = match && match->index && maps.is_fresh(*match->index);
-      if ((fresh || b.rfind("output_layer._extra_state", 0) == 0) && is_sharded_base(after[i].entry))
-        return "entry " + before[i].path + " should be local, is still sharded";
-    }
     return "";
   });
 }
