@@ -1,4 +1,7 @@
 // `interop-harness layout gdp|mamba ...`: which rank saves which rows of an in_proj weight.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -7,6 +10,14 @@
 #include "harness/report/layout_report.h"
 
 namespace ih::cli {
+namespace {
+
+// Limits of `layout` (docs/cli.md): the report builds and lists every (t, g) rank's pieces.
+constexpr std::int64_t kMaxLayoutRanks = 4096;          // T, G and T*G
+constexpr std::int64_t kMaxLayoutRows = std::int64_t{1} << 40;  // each size, pad alignment and column count
+constexpr std::int64_t kMaxHouseholder = 64;
+
+}  // namespace
 
 int layout_command(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> flags = {
@@ -20,25 +31,68 @@ int layout_command(const std::vector<std::string>& argv) {
   const std::string family = argv.empty() ? "" : argv[0];
   auto args = parse_args(std::vector<std::string>(argv.begin() + (argv.empty() ? 0 : 1), argv.end()), flags);
   if ((family != "gdp" && family != "mamba") || !args.ok() || args->has("help") || !args->positionals.empty()) {
-    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+    if (args.ok() && args->has("help")) {
+      std::cout << usage("interop-harness layout gdp|mamba --d-inner-local D --group-state-local S --nheads-local H "
+                       "[--householder M] --tp T --gtp G --pad-align P --cols C [--key K] [--design D] [--json] [--svg FILE]",
+                       flags);
+      return kExitOk;
+    }
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
               << usage("interop-harness layout gdp|mamba --d-inner-local D --group-state-local S --nheads-local H "
                        "[--householder M] --tp T --gtp G --pad-align P --cols C [--key K] [--design D] [--json] [--svg FILE]",
                        flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+    return kExitBadInput;
   }
   report::LayoutParams params;
   params.family = family == "gdp" ? report::MixerFamily::gdp : report::MixerFamily::mamba;
-  const std::pair<const char*, std::int64_t*> ints[] = {
-      {"d-inner-local", &params.d_inner_local}, {"group-state-local", &params.group_state_local},
-      {"nheads-local", &params.nheads_local}, {"householder", &params.householder}, {"tp", &params.tp},
-      {"gtp", &params.gtp}, {"pad-align", &params.pad_align}, {"cols", &params.cols}};
-  for (const auto& [flag, field] : ints) {
-    auto value = args->int_value(flag, *field);
+  // Every size is required (no silent default), and bounded so that a typo cannot make the report
+  // list billions of pieces (docs/cli.md, "Limits").
+  struct IntFlag {
+    const char* name;
+    std::int64_t* field;
+    bool required;
+    std::int64_t min, max;
+  };
+  const IntFlag ints[] = {
+      {"d-inner-local", &params.d_inner_local, true, 0, kMaxLayoutRows},
+      {"group-state-local", &params.group_state_local, true, 0, kMaxLayoutRows},
+      {"nheads-local", &params.nheads_local, true, 0, kMaxLayoutRows},
+      {"householder", &params.householder, false, 0, kMaxHouseholder},
+      {"tp", &params.tp, true, 1, kMaxLayoutRanks},
+      {"gtp", &params.gtp, true, 1, kMaxLayoutRanks},
+      {"pad-align", &params.pad_align, true, 0, kMaxLayoutRows},
+      {"cols", &params.cols, true, 1, kMaxLayoutRows}};
+  for (const IntFlag& flag : ints) {
+    if (flag.required && !args->value(flag.name)) {
+      std::cerr << "ERROR: invalid_argument: --" << flag.name << " is required (no default; see --help)\n";
+      return kExitBadInput;
+    }
+    auto value = args->int_value(flag.name, *flag.field);
+    if (value.ok() && (*value < flag.min || *value > flag.max))
+      value = make_error(ErrorKind::invalid_argument, "--" + std::string(flag.name) + " " + std::to_string(*value) +
+                                                          " is outside [" + std::to_string(flag.min) + ", " +
+                                                          std::to_string(flag.max) + "] (docs/cli.md, Limits)");
     if (!value.ok()) {
       std::cerr << "ERROR: " << to_string(value.error().kind) << ": " << value.error().message << "\n";
       return kExitBadInput;
     }
-    *field = *value;
+    *flag.field = *value;
+  }
+  if (params.tp * params.gtp > kMaxLayoutRanks) {
+    std::cerr << "ERROR: invalid_argument: --tp " << params.tp << " x --gtp " << params.gtp << " = "
+              << params.tp * params.gtp << " ranks, above the report's limit of " << kMaxLayoutRanks
+              << " (docs/cli.md, Limits)\n";
+    return kExitBadInput;
+  }
+  const auto svg_path = args->value("svg");
+  if (svg_path) {  // refuse before any work, and say why
+    const std::filesystem::path parent = std::filesystem::path(*svg_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      std::cerr << "ERROR: invalid_argument: --svg " << *svg_path << ": the folder " << parent.string()
+                << " does not exist (create it first)\n";
+      return kExitBadInput;
+    }
   }
   if (auto key = args->value("key")) params.key = *key;
   const std::string design = args->value("design").value_or("shard-split");
@@ -52,11 +106,16 @@ int layout_command(const std::vector<std::string>& argv) {
     std::cerr << "ERROR: " << to_string(report.error().kind) << ": " << report.error().message << "\n";
     return kExitBadInput;
   }
-  if (auto svg_path = args->value("svg")) {
+  if (svg_path) {
     std::ofstream svg(*svg_path);
-    svg << report::layout_report_svg(*report);
     if (!svg) {
-      std::cerr << "ERROR: harness_error: cannot write " << *svg_path << "\n";
+      std::cerr << "ERROR: invalid_argument: --svg " << *svg_path << ": cannot open for writing: " << std::strerror(errno) << "\n";
+      return kExitBadInput;
+    }
+    svg << report::layout_report_svg(*report);
+    svg.close();
+    if (!svg) {
+      std::cerr << "ERROR: harness_error: --svg " << *svg_path << ": write failed: " << std::strerror(errno) << "\n";
       return kExitHarnessError;
     }
   }

@@ -6,9 +6,21 @@
 #include "harness/cli/commands.h"
 #include "codec/json_codec.h"
 #include "models/gpt_layer_maps.h"
+#include "models/text.h"
 
 namespace ih::cli {
 namespace {
+
+// Limits (docs/cli.md, "Limits"): far above any real model, low enough that a typo cannot ask
+// for gigabytes of pattern text or millions of printed stages.
+constexpr std::int64_t kMaxGptLayers = 100'000;
+constexpr std::int64_t kMaxPatternChars = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxPipelineRanks = 4096;
+
+int bad_input(ErrorKind kind, const std::string& message) {
+  std::cerr << "ERROR: " << to_string(kind) << ": " << message << "\n";
+  return kExitBadInput;
+}
 
 std::string pairs_text(const pattern::IndexMap& map) {
   std::string out;
@@ -44,22 +56,26 @@ int maps_command(const std::vector<std::string>& argv) {
                                        {"help", false, "show this help"}};
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || args->positionals.empty()) {
-    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+    if (args.ok() && args->has("help")) {
+      std::cout << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)", flags);
+      return kExitOk;
+    }
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
               << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)", flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+    return kExitBadInput;
   }
   bool all_ok = true;
   for (const std::string& text : collect_patterns(args->positionals)) {
     const auto maps = gpt_compatible_layer_maps(std::string_view(text));
     all_ok = all_ok && maps.ok();
+    if (!maps.ok())  // errors on stderr in both forms; the JSON object stays the documented stdout line
+      std::cerr << "ERROR: " << to_string(maps.error().kind) << ": pattern " << py_repr(text) << ": " << maps.error().message << "\n";
     if (args->has("json")) {
       std::cout << json::dump(json::layer_maps_to_json(text, maps)) << "\n";
     } else if (maps.ok()) {
       std::cout << "pattern " << text << "\n  gpt layers  " << maps->num_gpt_layers << "\n  attention   "
                 << pairs_text(maps->attention_to_gpt) << "\n  mlp         " << pairs_text(maps->mlp_to_gpt)
                 << "\n  fresh init  " << list_text(maps->fresh_init) << "\n";
-    } else {
-      std::cout << "pattern " << text << "\n  ERROR " << to_string(maps.error().kind) << ": " << maps.error().message << "\n";
     }
   }
   return all_ok ? kExitOk : kExitBadInput;
@@ -72,9 +88,13 @@ int make_command(const std::vector<std::string>& argv) {
                                        {"help", false, "show this help"}};
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || !args->value("gpt-layers") || !args->value("block")) {
-    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+    if (args.ok() && args->has("help")) {
+      std::cout << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
+      return kExitOk;
+    }
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
               << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+    return kExitBadInput;
   }
   const auto layers = args->int_value("gpt-layers", 0);
   const auto segments = args->int_value("segments", 1);
@@ -83,6 +103,8 @@ int make_command(const std::vector<std::string>& argv) {
   std::string problem;
   if (!layers.ok()) problem = layers.error().message;
   else if (!segments.ok()) problem = segments.error().message;
+  else if (*layers > kMaxGptLayers)
+    problem = "--gpt-layers " + std::to_string(*layers) + " is above the limit of " + std::to_string(kMaxGptLayers) + " (docs/cli.md, Limits)";
   else if (!block_maps.ok())
     problem = "--block '" + block + "': " + std::string(to_string(block_maps.error().kind)) + ": " + block_maps.error().message;
   else if (block.find(pattern::kPipe) != std::string::npos || block.find('/') != std::string::npos)
@@ -93,11 +115,10 @@ int make_command(const std::vector<std::string>& argv) {
   else if (*segments < 1 || (*layers / block_maps->num_gpt_layers) % *segments != 0)
     problem = "--segments " + std::to_string(*segments) + " does not divide the " +
               std::to_string(*layers / block_maps->num_gpt_layers) + " blocks";
-  if (!problem.empty()) {
-    std::cerr << "ERROR: " << problem << "\n";
-    return kExitBadInput;
-  }
-  const std::int64_t blocks_per_segment = *layers / block_maps->num_gpt_layers / *segments;
+  const std::int64_t blocks_per_segment = problem.empty() ? *layers / block_maps->num_gpt_layers / *segments : 0;
+  if (problem.empty() && blocks_per_segment * *segments * static_cast<std::int64_t>(block.size()) + *segments > kMaxPatternChars)
+    problem = "the pattern would be longer than " + std::to_string(kMaxPatternChars) + " characters (docs/cli.md, Limits)";
+  if (!problem.empty()) return bad_input(ErrorKind::invalid_argument, problem);
   std::string out;
   for (std::int64_t s = 0; s < *segments; ++s) {
     if (s) out += pattern::kPipe;
@@ -113,21 +134,24 @@ int check_command(const std::vector<std::string>& argv) {
                                        {"help", false, "show this help"}};
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || args->positionals.size() != 1) {
-    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+    if (args.ok() && args->has("help")) {
+      std::cout << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
+      return kExitOk;
+    }
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
               << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+    return kExitBadInput;
   }
   const std::string text = args->positionals[0];
   const auto counts = pattern::layer_counts(text);
   const auto gpt_layers = args->int_value("gpt-layers", -1);
   const auto pp = args->int_value("pp", 1);
-  if (!counts.ok() || !gpt_layers.ok() || !pp.ok() || *pp < 1) {
-    std::cerr << "ERROR: " << (!counts.ok() ? std::string(to_string(counts.error().kind)) + ": " + counts.error().message
-                               : !gpt_layers.ok() ? gpt_layers.error().message
-                               : !pp.ok() ? pp.error().message : "--pp must be at least 1")
-              << "\n";
-    return kExitBadInput;
-  }
+  if (!counts.ok()) return bad_input(counts.error().kind, counts.error().message);
+  if (!gpt_layers.ok()) return bad_input(gpt_layers.error().kind, gpt_layers.error().message);
+  if (!pp.ok()) return bad_input(pp.error().kind, pp.error().message);
+  if (*pp < 1 || *pp > kMaxPipelineRanks)
+    return bad_input(ErrorKind::invalid_argument, "--pp " + std::to_string(*pp) + " is outside [1, " +
+                                                      std::to_string(kMaxPipelineRanks) + "] (docs/cli.md, Limits)");
   const auto count = [&](char c) { return (*counts)[pattern::symbol_index(c)]; };
   const auto parsed = pattern::parse(text).value();
   const std::string main = parsed.main.value_or("");
@@ -170,7 +194,12 @@ int pattern_command(const std::vector<std::string>& args) {
   if (sub == "maps") return maps_command(rest);
   if (sub == "make") return make_command(rest);
   if (sub == "check") return check_command(rest);
-  std::cerr << "usage: interop-harness pattern maps|make|check ... (--help on each)\n";
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::cout << "usage: interop-harness pattern maps|make|check ... (--help on each)\n";
+    return kExitOk;
+  }
+  std::cerr << "ERROR: invalid_argument: " << (sub.empty() ? "pattern needs a subcommand" : "unknown pattern subcommand '" + sub + "'")
+            << "\nusage: interop-harness pattern maps|make|check ... (--help on each)\n";
   return kExitBadInput;
 }
 

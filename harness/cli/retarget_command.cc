@@ -15,9 +15,13 @@ int retarget_command(const std::vector<std::string>& argv) {
                                        {"help", false, "show this help"}};
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || !args->value("pattern") || !args->positionals.empty()) {
-    std::cerr << (args.ok() ? "" : "ERROR: " + args.error().message + "\n")
+    if (args.ok() && args->has("help")) {
+      std::cout << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)", flags);
+      return kExitOk;
+    }
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
               << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)", flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
+    return kExitBadInput;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   const auto fail = [](const Error& error) {

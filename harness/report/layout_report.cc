@@ -81,15 +81,16 @@ nlohmann::json layout_report_json(const LayoutReport& r) {
                       {"global_offset", p.global_offset}, {"local_shape", p.local_shape},
                       {"shard_row_offset", p.shard_row_offset}, {"main_replica", p.main_replica}});
   for (const IntegrityProblem& p : r.integrity.problems) problems.push_back(p.message);
-  return {{"shard_rows", r.padding.shard_rows}, {"pad_rows", r.padding.pad}, {"padding_only_ranks", padding_only},
+  return {{"pad_align", r.params.pad_align}, {"pad_align_used", r.params.gtp > 1}, {"shard_rows", r.padding.shard_rows}, {"pad_rows", r.padding.pad}, {"padding_only_ranks", padding_only},
           {"pieces", pieces}, {"integrity", {{"ok", r.integrity.ok()}, {"problems", problems}}}};
 }
 
 std::string layout_report_text(const LayoutReport& r) {
   std::ostringstream out;
   const GtpPadding& p = r.padding;
-  out << "D = " << p.rows << ", T = " << r.params.tp << ", G = " << p.gtp_size << ", p = " << p.pad_alignment
-      << ": A = " << p.align_block << ", pad = " << p.pad << ", D' = " << p.padded_rows << ", R = " << p.shard_rows
+  // p as given: with G = 1 the non-GTP split factory ignores it, and the table says so.
+  out << "D = " << p.rows << ", T = " << r.params.tp << ", G = " << p.gtp_size << ", p = " << r.params.pad_align
+      << (r.params.gtp == 1 && r.params.pad_align != 0 ? " (not used with G = 1)" : "") << ": A = " << p.align_block << ", pad = " << p.pad << ", D' = " << p.padded_rows << ", R = " << p.shard_rows
       << ", design = " << (r.params.gtp == 1 ? "non-GTP split" : to_string(r.params.design)) << "\n";
   out << "sections:";
   const auto starts = r.layout.starts();

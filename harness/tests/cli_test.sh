@@ -32,5 +32,40 @@ check retarget-unknown-layer 2 'unknown_hybrid_layer' -- bash -c \
 check unknown-flag 2 'unknown flag --bogus' -- "$cli" pattern maps --bogus x
 check unknown-command 2 "unknown command 'nope'" -- "$cli" nope
 check gate 0 'gate: PASSED' -- "$cli" gate
-echo "$(( 17 - failures )) passed, $failures failed"
+# Bad input to pattern, retarget and layout: exit 2, one typed `ERROR: <kind>: ...` line on stderr,
+# nothing on stdout, never a crash or a hang (issue 11; limits in docs/cli.md).
+typed_checks=0
+check_typed_error() {  # check_typed_error NAME KIND SUBSTRING -- COMMAND... (stdin from /dev/null unless piped)
+  local name="$1" kind="$2" want_text="$3"; shift 4
+  local out err rc
+  typed_checks=$((typed_checks + 1))
+  err=$(timeout 30 "$@" 2>&1 >/dev/null); rc=$?
+  out=$(timeout 30 "$@" 2>/dev/null)
+  if [ "$rc" != 2 ] || [[ "$err" != "ERROR: $kind: "*"$want_text"* ]] || [[ "$out" == *ERROR* ]]; then
+    echo "FAIL $name: rc=$rc (want 2), stderr: $err, stdout: ${out:0:200}"; failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+deep=$(mktemp); trap 'rm -f "$deep"' EXIT
+python3 -c "print('[' * 50000 + ']' * 50000)" > "$deep"
+check_typed_error retarget-50000-deep bad_json 'nested deeper than 256' -- bash -c "'$cli' retarget --pattern 'M*-' < '$deep'"
+check_typed_error layout-too-many-ranks invalid_argument '--tp 100000 is outside [1, 4096]' -- "$cli" layout gdp \
+  --d-inner-local 10 --group-state-local 3 --nheads-local 2 --tp 100000 --gtp 1000 --pad-align 16 --cols 2
+check_typed_error layout-rank-product invalid_argument 'ranks, above the report' -- "$cli" layout gdp \
+  --d-inner-local 10 --group-state-local 3 --nheads-local 2 --tp 1000 --gtp 1000 --pad-align 16 --cols 2
+check_typed_error layout-missing-gtp invalid_argument '--gtp is required' -- "$cli" layout gdp \
+  --d-inner-local 10 --group-state-local 3 --nheads-local 2 --tp 2 --pad-align 16 --cols 2
+check_typed_error layout-svg-missing-folder invalid_argument 'does not exist' -- "$cli" layout gdp \
+  --d-inner-local 10 --group-state-local 3 --nheads-local 2 --tp 2 --gtp 2 --pad-align 16 --cols 2 --svg /nonexistent-ih/x.svg
+check_typed_error make-1e18 invalid_argument "'1e18' is not an integer" -- "$cli" pattern make --gpt-layers 1e18 --block 'M*-'
+check_typed_error make-huge invalid_argument 'above the limit of 100000' -- "$cli" pattern make --gpt-layers 1000000000000000000 --block 'M*-'
+check_typed_error check-huge-pp invalid_argument '--pp 100000000 is outside' -- "$cli" pattern check 'M*-' --pp 100000000
+check_typed_error maps-error-on-stderr mixed_mlp_kinds "pattern 'M*-M*E'" -- "$cli" pattern maps 'M*-M*E'
+check_typed_error pattern-no-subcommand invalid_argument 'pattern needs a subcommand' -- "$cli" pattern
+check layout-pad-align-shown 0 'p = 16 (not used with G = 1)' -- "$cli" layout gdp --d-inner-local 10 --group-state-local 3 \
+  --nheads-local 2 --tp 2 --gtp 1 --pad-align 16 --cols 2
+check pattern-make-help-stdout 0 'usage: interop-harness pattern make' -- bash -c "'$cli' pattern make --help 2>/dev/null"
+typed_checks=$((typed_checks + 2))
+echo "$(( 17 + typed_checks - failures )) passed, $failures failed"
 [ "$failures" -eq 0 ]
