@@ -128,7 +128,7 @@ int list_mutants(const TargetSpec& spec) {
   auto listed = (*megatron)->list_mutants();
   if (!listed.ok()) return report_error(listed.error());
   for (const auto& m : listed->value("mutants", json::Json::array()))
-    std::cout << m.value("name", std::string()) << "\t" << m.value("bug_class", std::string("-")) << "\t"
+    std::cout << m.value("name", std::string()) << "\t" << json::dump(m.value("spec_bug_class", json::Json("-"))) << "\t"
               << m.value("description", std::string()) << "\n";
   return kExitOk;
 }

@@ -1,5 +1,6 @@
-// interop-harness: the command-line entry point. Dispatches on the first word.
+// interop-harness: the command-line entry point. One table of subcommands: dispatch and help.
 #include <exception>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,31 +12,32 @@ namespace {
 
 constexpr const char* kVersion = "0.3.0";
 
-constexpr const char* kHelp =
-    "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n"
-    "\n"
-    "commands:\n"
-    "  gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR] [--json] [--require-all]\n"
-    "                                       pinned cases, built-in scenarios, the properties, differential checks\n"
-    "  mutants [--target reference|megatron] [--json]\n"
-    "                                       run the gate against every planted mutant of the target\n"
-    "  repro TOKEN                          replay one failing check or property case (token printed on failure)\n"
-    "  properties [--list] [--list-mutants] [--seed S] [--cases N] [--json] [--mutant NAME]\n"
-    "                                       the property suite (RapidCheck) against the reference or a mutant\n"
-    "  pin TOKEN --reason R                 pin a failing case under corpus/regressions/ (pin --replay FILE)\n"
-    "  pattern maps [--json] PATTERN...     GPT layer maps of hybrid patterns ('-' reads stdin)\n"
-    "  pattern make --gpt-layers N --block B [--segments S]\n"
-    "  pattern check PATTERN [--gpt-layers N] [--pp P]\n"
-    "  retarget --pattern P                 retarget a sharded state dict (JSON on stdin)\n"
-    "  roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] [--gated]\n"
-    "                                       save GPT, load hybrid through real dist_checkpointing (CPU, gloo)\n"
-    "  layout gdp|mamba --d-inner-local D ... --tp T --gtp G --pad-align P --cols C [--json] [--svg F]\n"
-    "                                       which rank saves which in_proj rows (GTP shard split)\n"
-    "\n"
-    "  --version                            print the version\n"
-    "\n"
-    "exit codes: 0 ok, 1 a check failed (a finding), 2 bad input, 3 harness error, 4 timeout,\n"
-    "            5 nothing could run here (every check NOT RUN)\n";
+struct Subcommand {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* summary;  // `<name> --help` prints the flags
+};
+
+const Subcommand kSubcommands[] = {
+    {"gate", ih::cli::gate_command, "pinned cases, scenarios, the properties and differential checks against a target"},
+    {"mutants", ih::cli::mutants_command, "the gate against every planted mutant of a target (the kill matrix)"},
+    {"repro", ih::cli::repro_command, "replay the one case a REPRO token names"},
+    {"properties", ih::cli::properties_command, "the RapidCheck property suite against the reference or a mutant"},
+    {"pin", ih::cli::pin_command, "pin a failing case under corpus/regressions/ (pin --replay FILE replays one)"},
+    {"pattern", ih::cli::pattern_command, "maps | make | check: hybrid patterns and their GPT layer maps"},
+    {"retarget", ih::cli::retarget_command, "retarget a sharded state dict (JSON on stdin) for a hybrid pattern"},
+    {"layout", ih::cli::layout_command, "gdp | mamba: which rank saves which in_proj rows (table, JSON, SVG)"},
+    {"roundtrip", ih::cli::roundtrip_command, "real saves and loads through Megatron's dist_checkpointing"},
+};
+
+void print_help(std::ostream& out) {
+  out << "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n\n"
+      << "usage: interop-harness COMMAND [--help | flags...]\n\ncommands:\n";
+  for (const Subcommand& c : kSubcommands) out << "  " << std::left << std::setw(12) << c.name << c.summary << "\n";
+  out << "  " << std::setw(12) << "--version" << "print the version\n\n"
+      << "exit codes: 0 ok, 1 a check failed (a finding), 2 bad input, 3 harness error, 4 timeout,\n"
+      << "            5 nothing could run here (every check NOT RUN)\n";
+}
 
 }  // namespace
 
@@ -45,28 +47,22 @@ int main(int argc, char** argv) {
   const std::string command = args.empty() ? "" : args[0];
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   try {
-    if (command == "pattern") return pattern_command(rest);
-    if (command == "retarget") return retarget_command(rest);
-    if (command == "layout") return layout_command(rest);
-    if (command == "gate") return gate_command(rest);
-    if (command == "repro") return repro_command(rest);
-    if (command == "mutants") return mutants_command(rest);
-    if (command == "properties") return properties_command(rest);
-    if (command == "pin") return pin_command(rest);
-    if (command == "roundtrip") return roundtrip_command(rest);
+    for (const Subcommand& c : kSubcommands)
+      if (command == c.name) return c.run(rest);
     if (command == "--version" || command == "version") {
       std::cout << "interop-harness " << kVersion << "\n";
       return kExitOk;
     }
     if (command == "help" || command == "--help" || command == "-h") {
-      std::cout << kHelp;
+      print_help(std::cout);
       return kExitOk;
     }
-    std::cerr << (command.empty() ? "" : "ERROR: unknown command '" + command + "'\n") << kHelp;
+    std::cerr << (command.empty() ? "ERROR: invalid_argument: no command\n" : "ERROR: invalid_argument: unknown command '" + command + "'\n");
+    print_help(std::cerr);
     return kExitBadInput;
   } catch (const std::exception& e) {
     // Models return errors as values; anything thrown here is a harness defect, reported, not a crash.
-    std::cerr << "ERROR: internal: " << e.what() << "\n";
+    std::cerr << "ERROR: harness_error: " << e.what() << "\n";
     return kExitHarnessError;
   }
 }
