@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ElementTree
 
 cli, corpus = sys.argv[1], sys.argv[2]
 failures = []
+checks_run = 0
 
 
 def run(*args, timeout=600):
@@ -20,6 +21,8 @@ def run(*args, timeout=600):
 
 
 def check(name, condition, detail=""):
+    global checks_run
+    checks_run += 1
     print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + detail))
     if not condition:
         failures.append(name)
@@ -77,10 +80,22 @@ try:
 
     check("unknown mutant refused before any work",
           run("gate", "--mutant", "no_such_mutant").returncode == 2)
+    # No crash, hang or vacuous pass: each is bad input with a typed message.
+    for args in (["properties", "--max-size", "-1"], ["properties", "--max-size", "1e12"],
+                 ["properties", "--max-size", "1000000000000"], ["properties", "--cases", "-5"],
+                 ["properties", "--cases", "0"], ["properties", "--only", "no_such_property"],
+                 ["gate", "--property-cases", "-1"], ["gate", "--property-cases", "0"],
+                 ["gate", "--target", "megatron", "--megatron-path", work],
+                 ["properties", "--mutant", "no_such_mutant"], ["repro", "prop:x:reference:rc=1"]):
+        result = run(*args)
+        check("bad input: " + " ".join(args), result.returncode == 2 and "ERROR: invalid_argument: " in result.stderr,
+              f"rc={result.returncode} {result.stderr[-200:]}")
+    check("--help goes to stdout", run("gate", "--help").stdout.startswith("usage: interop-harness gate"))
+    check("-- ends the options", run("repro", "--", "--help").returncode == 2)
     clean = run("gate", "--require-all", "--property-cases", "5")
     check("the reference runs every check", clean.returncode == 0, clean.stdout[-500:])
 finally:
     shutil.rmtree(work, ignore_errors=True)
 
-print(f"{8 + 5 - len(failures)} passed, {len(failures)} failed")
+print(f"{checks_run - len(failures)} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
