@@ -293,8 +293,61 @@ Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, cons
   return data_from_json(result);
 }
 
+namespace {
+
+bool default_orders(const WorldGrids& w) {
+  const auto order = [](const char* text) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (const char* c = text;; ++c) {
+      if (*c == '-' || *c == 0) {
+        out.push_back(cur), cur.clear();
+        if (*c == 0) break;
+      } else {
+        cur += *c;
+      }
+    }
+    return out;
+  };
+  return w.dense.order == order(kDenseGridOrder) && w.expert.order == order(kExpertGridOrder);
+}
+
+json::Json world_sizes(const WorldGrids& w) {
+  return json::Json{{"tp", w.dense.size("tp")}, {"gtp", w.dense.size("gtp_remat")}, {"cp", w.dense.size("cp")},
+                    {"dp", w.dense.size("dp")}, {"etp", w.expert.size("tp")}, {"ep", w.expert.size("ep")},
+                    {"egtp", w.expert.size("gtp_remat")}};
+}
+
+}  // namespace
+
 Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryParams& p) {
-  if (p.election) return unsupported(name_, "the GTP writer election over a given rank grid (gtp_param_entry with election)");
+  if (p.election) {
+    const GtpElection& e = *p.election;
+    if (e.explicit_replica_id || e.local_experts != 1 || !e.distributed)
+      return unsupported(name_, "a writer election with an explicit replica_id, several local experts or no torch.distributed");
+    json::Json election{{"expert", e.expert}, {"caller", e.caller.has_value()}, {"global_rank", e.global_rank}};
+    if (e.caller && !default_orders(*e.caller)) return unsupported(name_, "a writer election over non-default rank orders");
+    if (e.globals && !default_orders(*e.globals)) return unsupported(name_, "a writer election over non-default rank orders");
+    if (e.caller) {
+      election["world"] = world_sizes(*e.caller);
+    } else if (e.globals) {
+      election["world"] = world_sizes(*e.globals);
+    } else {  // nothing to elect over: Megatron raises on every rank; a world of T x G ranks shows it
+      election["world"] = json::Json{{"tp", p.tp_size}, {"gtp", p.gtp_size}, {"cp", 1}, {"dp", 1}, {"etp", p.tp_size},
+                                     {"ep", 1}, {"egtp", p.gtp_size}};
+      election["global_rank"] = p.tp_rank * p.gtp_size + p.gtp_rank;
+    }
+    election["globals"] = e.globals ? world_sizes(*e.globals) : json::Json(nullptr);
+    IH_TRY_ASSIGN(rows, p.layout.total_rows());
+    json::Json request{{"key", p.key}, {"rows", rows}, {"cols", p.cols}, {"pad_for_alignment", p.pad_alignment},
+                       {"dtype", p.dtype}, {"election", std::move(election)}};
+    if (p.shard && p.shard->blocks.size() == 1) request["shard_storage"] = p.shard->blocks.front().storage;
+    IH_TRY_ASSIGN(result, call("gtp_param_entry", std::move(request)));
+    json::Json entry = result.value("entry", json::Json::object());
+    IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
+    if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("the parameter entry is not a tensor", entry);
+    return std::get<ShardedTensor>(std::move(leaf));
+  }
   IH_TRY_ASSIGN(result, call("gtp_param_entry", gtp_request(p, GtpSaveDesign::gather)));
   json::Json entry = result.value("entry", json::Json::object());
   if (!entry.contains("data") && p.shard) {

@@ -543,6 +543,60 @@ class GtpOps:
                 blocks.append([s, row if s else 0, 1])
         return {"shape": [r["rows"], p["cols"]], "dtype": p["dtype"], "blocks": blocks}
 
+    def election(self, req):
+        """gtp_param_entry of one global rank of an election world (spec addendum A)."""
+        import json
+        import gtp_world
+        e = field(req, "election")
+        if not isinstance(e, dict):
+            raise BadRequest("election must be an object")
+        sizes = ("tp", "gtp", "cp", "dp", "etp", "ep", "egtp")
+        world = e.get("world")
+        if not isinstance(world, dict) or not all(_is_int(world.get(k)) and world[k] >= 1 for k in sizes):
+            raise BadRequest(f"election.world needs positive integers {sizes}")
+        n = world["tp"] * world["gtp"] * world["cp"] * world["dp"]
+        if n > 32:
+            raise Unsupported("an election world of more than 32 ranks")
+        if n % (world["etp"] * world["ep"] * world["egtp"]):
+            raise BadRequest("the expert grid does not divide the world")
+        glob = e.get("globals")
+        key = string(req, "key")
+        if not key.endswith("weight"):
+            raise BadRequest("key must end with 'weight'")
+        task = {"world": world, "globals": glob, "caller": bool(e.get("caller")), "expert": bool(e.get("expert")),
+                "rows": integer(req, "rows", minimum=1), "cols": integer(req, "cols", minimum=1),
+                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "key": key}
+        rank = integer(e, "global_rank", "election", minimum=0)
+        if rank >= n:
+            raise BadRequest("election.global_rank outside the world")
+        case = json.dumps(task, sort_keys=True)
+        got = self.cache.get(case)
+        import megatron_patches
+        if not megatron_patches.available(self.M):
+            raise Unsupported("GTP is not in megatron-core " + str(self.M.megatron_version))
+        gtp_world.set_megatron(self.M)
+        w = gtp_world.get_world(1, 1, n, None)
+        if got is None or got[0] is not w:
+            try:
+                results = w.run("election", task)
+            except gtp_world.WorldTaskError as exc:
+                raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+            self.cache[case] = (w, results)
+            got = self.cache[case]
+        r = got[1][rank]
+        if "error" in r:
+            err = r["error"]
+            kind = "gtp_replica_group_unknown" if err["type"] == "RuntimeError" and "gtp_remat-excluded" in err["message"] \
+                else "megatron_error"
+            raise OpError(kind, f"{err['type']}: {err['message']}" + (f" (at {err['frame']})" if err.get("frame") else ""),
+                          exception_type=err["type"], megatron_frame=err.get("frame"))
+        entry = dict(r["entry"])
+        entry["dtype"] = opt(req, "dtype", "float32")
+        if r["view"] is not None and req.get("shard_storage") is not None:
+            entry["data"] = {"shape": list(entry["local_shape"]), "dtype": entry["dtype"],
+                             "blocks": [[req["shard_storage"], r["view"]["first_row"], r["view"]["rows"]]]}
+        return {"entry": entry, "is_view": r["view"] is not None, "gtp_param": r["gtp_param"]}
+
     def param_entry(self, req):
         p = _gtp_params(req)
         results, _, world = self.save(p)
@@ -595,6 +649,8 @@ def _op_gtp_merge(self, req):
 
 
 def _op_gtp_param_entry(self, req):
+    if req.get("election") is not None:
+        return _gtp_ops(self).election(req)
     return _gtp_ops(self).param_entry(req)
 
 

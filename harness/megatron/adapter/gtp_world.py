@@ -654,6 +654,84 @@ def task_gdp_merge(ctx, p):
     return {"rows": int(merged.shape[0]), "codes": merged[:, 0].tolist() if merged.dim() == 2 else []}
 
 
+def _rank_lists(gen, token):
+    return [list(r) for r in gen.get_ranks(token)]
+
+
+def task_election(ctx, p):
+    """One rank of a writer-election world (spec addendum A): Megatron's RankGenerator builds the
+    dense and expert grids of initialize_model_parallel; parallel_state is initialized by
+    initialize_model_parallel itself (p["globals"]: the sizes it gets, possibly a foreign layout)
+    or left uninitialized; the caller's GTP-excluded group is stamped on the parameter when
+    p["caller"]. The parameter is wrapped by wrap_module_params_gtp and described by
+    make_sharded_tensors_for_checkpoint, whose GTP branch elects the writer (gtp_replica_rank)."""
+    torch, M = ctx.torch, ctx.M
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    size = dist.get_world_size()
+    rank = dist.get_rank()
+    w = p["world"]
+    dense = ps.RankGenerator(tp=w["tp"], ep=1, dp=w["dp"], pp=1, cp=w["cp"],
+                             order=ps._inject_gtp_remat_axis("tp-cp-ep-dp-pp", after="tp"), gtp_remat=w["gtp"])
+    edp = size // (w["etp"] * w["ep"] * w["egtp"])
+    expert = ps.RankGenerator(tp=w["etp"], ep=w["ep"], dp=edp, pp=1, cp=1,
+                              order=ps._inject_gtp_remat_axis("tp-cp-ep-dp-pp", after="ep"), gtp_remat=w["egtp"])
+    is_expert = bool(p["expert"])
+    gen = expert if is_expert else dense
+    wanted = {"tp": _rank_lists(gen, "tp"), "gtp": _rank_lists(gen, "gtp_remat"),
+              "replica": _rank_lists(gen, "dp") if is_expert else _rank_lists(gen, "dp-cp"),
+              "dp_cp_incl": _rank_lists(gen, "gtp_remat-dp") if is_expert else _rank_lists(gen, "gtp_remat-dp-cp"),
+              "ep": _rank_lists(gen, "ep")}
+    groups = {}
+    for name, lists in wanted.items():  # every rank creates every group, in the same order
+        for ranks in lists:
+            g = dist.new_group(ranks, backend="gloo")
+            if rank in ranks:
+                groups[name] = (g, ranks)
+    ps.destroy_model_parallel()
+    if p.get("globals"):
+        gl = p["globals"]
+        ps.initialize_model_parallel(tensor_model_parallel_size=gl["tp"], context_parallel_size=gl["cp"],
+                                     expert_model_parallel_size=gl["ep"], gtp_remat_size=gl["gtp"],
+                                     expert_gtp_remat_size=gl["egtp"], expert_tensor_parallel_size=gl["etp"],
+                                     create_gloo_process_groups=False)
+    InProj, _ = _stand_in_classes(torch)
+    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
+    full = torch.empty(int(p["rows"]), int(p["cols"]), dtype=torch.float64)
+    param = torch.nn.Parameter(full, requires_grad=False)
+    if is_expert:
+        param.allreduce = False  # a routed-expert weight: replicated over expert DP
+    module = torch.nn.Module()
+    module.weight = param
+    gtp = M.gtp
+    saved = gtp.GTP_CONFIG.pad_for_alignment
+    gtp.GTP_CONFIG.pad_for_alignment = int(p["pad_for_alignment"])
+    try:
+        gtp.wrap_module_params_gtp(module, ["weight"], groups["gtp"][0], is_grouped=is_expert,
+                                   replica_group=groups["replica"][0] if p.get("caller") else None)
+    finally:
+        gtp.GTP_CONFIG.pad_for_alignment = saved
+    weight = module.weight
+    offsets = ()
+    if is_expert:
+        ep_ranks = groups["ep"][1]
+        offsets = ((0, ep_ranks.index(rank), len(ep_ranks)),)  # the expert axis experts prepend
+    try:
+        sd = make_sharded_tensors_for_checkpoint({"weight": weight}, p["key"][: -len("weight")], {"weight": 0}, offsets,
+                                                 tp_group=groups["tp"][0], dp_cp_group=groups["dp_cp_incl"][0])
+        entry = sd[p["key"]]
+        out = {"entry": _st_json(entry), "view": _data_view(torch, entry.data, weight, "shard"),
+               "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
+    except Exception as exc:  # noqa: BLE001
+        out = {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
+                         "frame": _megatron_frame(exc.__traceback__)}}
+    finally:
+        ps.destroy_model_parallel()
+        for g, _ in groups.values():
+            pass
+    return out
+
+
 TASKS = {name[len("task_"):]: fn for name, fn in dict(globals()).items() if name.startswith("task_")}
 
 
