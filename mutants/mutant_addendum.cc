@@ -93,6 +93,16 @@ std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Check
 }
 
 void MutantImplementation::addendum_retarget(const std::vector<FlatEntry>& in, std::vector<FlatEntry>& out) {
+  if (is(Mutant::retarget_so_single_expert_prepended)) {
+    for (std::size_t i = 0; i < in.size() && i < out.size(); ++i) {
+      const auto* before = std::get_if<ShardedObject>(&in[i].entry);
+      auto* after = std::get_if<ShardedObject>(&out[i].entry);
+      if (!before || !after || before->key.find(".mlp.experts.") == std::string::npos) continue;
+      if (before->global_shape == Shape{1} && before->global_offset == Shape{0} && after->global_shape.size() == 1)
+        after->global_shape.push_back(1), after->global_offset.push_back(0);
+    }
+    return;
+  }
   if (!is(Mutant::gtp_fresh_in_proj_lnp_copy)) return;
   for (std::size_t i = 0; i < in.size() && i < out.size(); ++i) {
     const auto* factory = std::get_if<ShardedTensorFactory>(&in[i].entry);

@@ -55,4 +55,24 @@ rc::Gen<LoadCase> genHybridGtpLoadCase() {
   });
 }
 
+rc::Gen<LoadCase> genSingleExpertLoadCase() {
+  return gen::mapcat(genHybridPattern(3, 'E'), [](const PatternCase& p) {
+    std::int64_t layers = 0;
+    for (char ch : p.layers) layers += ch == '*';
+    std::vector<std::int64_t> pps;
+    for (std::int64_t pp : {1, 2, 4})
+      if (layers % pp == 0) pps.push_back(pp);
+    return gen::map(gen::tuple(genTpSize(), genElement<std::int64_t>({1, 2}), genTpSize(), genElement(pps),
+                               genElement<std::int64_t>({1, 2}), gen::arbitrary<bool>()),
+                    [p](const auto& t) {
+                      LoadCase c;
+                      c.hybrid.pattern = p.pattern;
+                      c.hybrid.config.num_experts = 1, c.hybrid.config.gated_mlp = std::get<5>(t);
+                      c.hybrid.layout.tp = std::get<0>(t), c.hybrid.layout.etp = std::get<1>(t), c.hybrid.layout.pp = p.pp;
+                      c.gpt_layout.tp = std::get<2>(t), c.gpt_layout.pp = std::get<3>(t), c.gpt_layout.etp = std::get<4>(t);
+                      return c;
+                    });
+  });
+}
+
 }  // namespace ih::props

@@ -45,6 +45,10 @@ rc::Gen<ElectionCase> genElectionCase();
 /// size and padding of the mixers' in_proj (gen_election.cc; addendum H).
 rc::Gen<LoadCase> genHybridGtpLoadCase();
 
+/// A GPT->Hybrid load of an MoE model with one expert (E = 1; genModelCase leaves it out because of
+/// the ShardedObject key-shape ambiguity it triggers; gen_election.cc, addendum G).
+rc::Gen<LoadCase> genSingleExpertLoadCase();
+
 /// A synthetic model (dense/gated/MoE) and a layout whose sizes divide it.
 rc::Gen<ModelCase> genModelCase();
 /// GPT saved at one layout, the hybrid model loading it at another (TP, PP, EP, ETP may change).

@@ -336,6 +336,55 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
   return "";
 }
 
+// --- G: one expert ------------------------------------------------------------------------------
+
+/// GPT->Hybrid with E = 1. Every tensor request is covered. An expert _extra_state object of the
+/// hybrid has the shape (1,) and offset (0,) of the placeholder, so retargeting replaces it by the
+/// layer axis: the request asks shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1 (Megatron's
+/// ambiguity, modelled as Megatron has it). Any other uncovered request is a failure.
+Verdict single_expert_keys(Implementation& impl, const LoadCase& c) {
+  IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
+  std::vector<StateNode> saved;
+  for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
+    IH_VERDICT_ASSIGN(tree, gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
+    saved.push_back(std::move(tree));
+  }
+  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
+  std::int64_t ambiguous = 0;
+  for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
+    IH_VERDICT_ASSIGN(tree, hybrid_sharded_state_dict(c.hybrid.config, c.hybrid.pattern, rank, OptimizerStates::adam()));
+    IH_VERDICT_ASSIGN(after, impl.retarget(c.hybrid.pattern, flatten(tree)));
+    IH_VERDICT_ASSIGN(request, unflatten(after));
+    IH_VERDICT_ASSIGN(pre, load_preprocess(request));
+    Verdict out;
+    visit_leaves(pre.sharded, [&](const std::string& path, const Leaf& leaf) {
+      if (!out.empty()) return;
+      if (const auto* t = std::get_if<ShardedTensor>(&leaf)) {
+        if (auto plan = resolve_load_plan(checkpoint.index, *t); !plan.ok()) out = path + ": " + plan.error().message;
+        return;
+      }
+      const auto* o = std::get_if<ShardedObject>(&leaf);
+      if (!o) return;
+      const bool expert = o->key.find(".mlp.experts.") != std::string::npos;
+      const bool stored = checkpoint.objects.count(o->unique_key()) > 0;
+      if (!expert) {
+        if (!stored) out = path + ": object " + o->unique_key() + " was not saved";
+        return;
+      }
+      // The GPT-side key of the same shard: the layer axis, then the expert axis of size 1.
+      const std::string gpt_key = o->key + "/shard_" + std::to_string(o->global_offset[0]) + ".0_" +
+                                  std::to_string(o->global_shape[0]) + ".1";
+      if (stored || o->global_shape.size() != 1 || !checkpoint.objects.count(gpt_key))
+        out = path + ": expert object " + o->unique_key() + (stored ? " was found" : " has no GPT-side twin " + gpt_key) +
+              "; with E = 1 Megatron replaces the (1,)/(0,) expert shape like a placeholder and asks for shard_<l>_<L>";
+      else
+        ++ambiguous;
+    });
+    if (!out.empty()) return "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) + ": " + out;
+  }
+  return ambiguous > 0 ? "" : "no expert object met the E = 1 key-shape ambiguity";
+}
+
 }  // namespace
 
 std::vector<Property> addendum_properties() {
@@ -361,6 +410,9 @@ std::vector<Property> addendum_properties() {
       make_property<GtpCase>("strict_unexpected_key", "load",
                              "default strictness: a requested key the checkpoint lacks fails the load; removed as the other modes do, the rest loads exactly (addendum C)",
                              genGtpConfig(GtpSaveDesign::shard_split), strict_unexpected_key, {{"review_tp2", review}}),
+      make_property<LoadCase>("moe_single_expert_keys", "load",
+                              "GPT->Hybrid with one expert: tensors covered; expert extra-state objects ask shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1, as Megatron does (addendum G)",
+                              genSingleExpertLoadCase(), single_expert_keys),
       make_property<ElectionCase>("gtp_writer_election", "gtp",
                                   "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) DP group, caller's groups first (addendum A)",
                                   genElectionCase(), writer_election,
