@@ -348,6 +348,16 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     // means every rank's files and the metadata were written. A killed rank never records it.
     r.save_seconds = max_seconds(save.ranks, s.name);
     if (!complete) {
+      // Ranks that neither finished nor recorded an error died (a signal, an OOM kill, mpirun).
+      for (std::int64_t k = 0; k < save_ranks; ++k) {
+        const RankState& st = save.ranks[static_cast<std::size_t>(k)];
+        const Json* sr = scenario_result(st, s.name);
+        const bool reported = sr && (sr->value("ok", false) || sr->contains("error"));
+        if (!reported && !(st.has_result && st.result.contains("error")) && !save.timed_out &&
+            st.has_status && st.status.value("scenario", Json()) == Json(s.name))
+          r.problems.push_back("save rank " + std::to_string(k) + " died without a result (killed?) at " +
+                               describe_rank(k, st) + "; world exit " + std::to_string(save.exit_code));
+      }
       std::string kind;
       auto err = first_error(save.ranks, s.name, &kind);
       if (err) {

@@ -208,7 +208,11 @@ def run(args):
     codec = Codec(M)
 
     world.status("init_process_group")
-    backend = "nccl" if device.startswith("cuda") else "gloo"
+    # NCCL needs one GPU per rank; more ranks than GPUs share them, with gloo carrying the
+    # collectives (dist_checkpointing exchanges only metadata objects and flags).
+    backend = "gloo"
+    if device.startswith("cuda"):
+        backend = "nccl" if world.size <= torch.cuda.device_count() else "gloo"
     timeout = datetime.timedelta(seconds=max(10, int(args.timeout)))
     dist.init_process_group(backend, init_method="env://", rank=world.rank, world_size=world.size, timeout=timeout)
     res["backend"] = backend
@@ -423,7 +427,10 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         raise staged(exc, stage)
     ckpt = os.path.join(sdir, "checkpoint")
     stage = set_stage(world, "load: check checkpoint files against the metadata")
-    needed = {k["key"] for k in catalogue["keys"]}
+    # The keys this rank reads (its oracle's segments): a damaged chunk of one of them is named.
+    oracle = read_json(os.path.join(sdir, f"oracle_rank_{world.rank}.json"))
+    key_of = {k["id"]: k["key"] for k in catalogue["keys"]}
+    needed = {key_of[seg[2]] for t in oracle["tensors"] if not t["fresh"] for seg in t["segments"] if seg[2] in key_of}
     try:
         check_files(ckpt, needed)
     except ValueError as exc:

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# ctest cases of `interop-harness roundtrip` worlds mode that must FAIL in a named way
+# (docs/roundtrip.md, "Worlds"): a Megatron-side mutant, a rank killed mid-save, a hung rank,
+# a truncated checkpoint file. Usage: worlds_test.sh BINARY CASE
+set -uo pipefail
+bin=$1
+case_name=$2
+out=$(mktemp) err=$(mktemp) keep=$(mktemp -d)
+trap 'rm -rf "$out" "$err" "$keep"' EXIT
+small=(--scenario gpt_hybrid_pp_tp --save-ranks 2 --load-ranks 2 --keep "$keep")
+expect_rc=1
+case "$case_name" in
+  mutant)   args=(--scenario gpt_hybrid_tp --save-ranks 2 --load-ranks 2 --keep "$keep" --json --mutant reverse_gpt_layers) ;;
+  kill)     args=("${small[@]}" --fault kill_save:1) ;;
+  hang)     args=("${small[@]}" --fault hang_load:1 --timeout 75); expect_rc=4 ;;
+  truncate) args=("${small[@]}" --fault truncate) ;;
+  *) echo "unknown case $case_name" >&2; exit 2 ;;
+esac
+"$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
+rc=$?
+cat "$out" "$err"
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+[ "$rc" = "$expect_rc" ] || fail "exit $rc, expected $expect_rc"
+all=$(cat "$out" "$err")
+case "$case_name" in
+  mutant)
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    grep -q '"elements_verified":0,' "$out" && fail "nothing was verified"
+    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    echo "$all" | grep -q 'misplaced: rank 0: .*decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
+      fail "the first wrong element is not named by key, rank and global index" ;;
+  kill)
+    echo "$all" | grep -q 'save rank 1 died without a result' || fail "the killed rank is not named"
+    echo "$all" | grep -q 'checkpoint NOT complete and never loaded' || fail "the checkpoint is not reported incomplete"
+    echo "$all" | grep -q 'load world' && fail "an incomplete checkpoint was loaded"
+    [ -e "$keep/s_gpt_hybrid_pp_tp/checkpoint.complete" ] && fail "the checkpoint is marked complete"
+    echo "$all" | grep -q ' 0 elements verified' || fail "elements were counted as verified" ;;
+  hang)
+    echo "$all" | grep -q 'hung rank 1 (pid [0-9]*): stage' || fail "the hung rank is not named"
+    echo "$all" | grep -q 'ERROR: timeout' || fail "no timeout error" ;;
+  truncate)
+    echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
+      fail "no typed error naming file, key and rank"
+    echo "$all" | grep -q ' 0 elements verified' || fail "elements were counted as verified" ;;
+esac
+echo "PASS ($case_name)"
