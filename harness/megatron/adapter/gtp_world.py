@@ -742,6 +742,39 @@ def task_rt_load(ctx, p):
             "rows": int(w.shape[0]), "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
 
 
+def task_fresh_retarget(ctx, p):
+    """Triage (b): the GDP/Mamba mixer's sharded state dict under GTP, retargeted to a GPT checkpoint
+    with the mixer's layer fresh (gpt_checkpoint_interop), then what the in_proj entry became and
+    what a load hands back in place of the parameter (dist_checkpointing.load_preprocess +
+    merge of the nonpersistent part, Megatron's own code)."""
+    torch, M = ctx.torch, ctx.M
+    mod, weight, mixer_cls = _standin_mixer(ctx, p)
+    prefix = "decoder.layers.0.mixer."
+    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
+    maps = M.interop.gpt_compatible_layer_maps(p["pattern"])
+    M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
+    entry = sd[prefix + "in_proj.weight"]
+    out = {"entry_type": type(entry).__name__, "param_shape": list(weight.shape),
+           "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
+    if isinstance(entry, M.LocalNonpersistentObject):
+        obj = entry.unwrap()
+        out["payload_shape"] = list(obj.shape) if hasattr(obj, "shape") else None
+        out["payload_is_param"] = obj is weight or (hasattr(obj, "data_ptr") and obj.data_ptr() == weight.data_ptr())
+        from megatron.core.dist_checkpointing.state_dict_utils import load_preprocess
+        from megatron.core.dist_checkpointing.dict_utils import merge
+        sharded, nonpersistent, factories = load_preprocess({"w": entry})
+        loaded = {}
+        merge(loaded, nonpersistent)
+        got = loaded.get("w")
+        out["loaded_shape"] = list(got.shape) if hasattr(got, "shape") else None
+        try:
+            weight.data.copy_(got)  # what load_state_dict's param.copy_(input) does
+            out["copy_into_param"] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            out["copy_into_param"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return out
+
+
 def _rank_lists(gen, token):
     return [list(r) for r in gen.get_ranks(token)]
 
