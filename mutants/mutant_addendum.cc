@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "models/gtp_election.h"
+#include "models/split_factory.h"
 #include "models/strict_load.h"
 #include "mutants/mutant_implementation.h"
 
@@ -111,6 +112,25 @@ void MutantImplementation::addendum_retarget(const std::vector<FlatEntry>& in, s
     if (auto* payload = std::get_if<TensorValue>(&lnp->payload))
       *payload = TensorValue::of_storage((std::uint64_t{1} << 61) + i, payload->shape, payload->dtype);
   }
+}
+
+std::optional<Result<TensorValue>> MutantImplementation::addendum_merge(GtpSaveDesign design, const GtpFactoryParams& params,
+                                                                        const StateNode& loaded) {
+  if (!is(Mutant::gtp_gather_merge_unpadded_slice) || design != GtpSaveDesign::gather || params.mixer == GtpMixer::mamba)
+    return std::nullopt;
+  auto padding = gtp_padding_of(params);
+  if (!padding.ok()) return Result<TensorValue>(padding.error());
+  if (padding->pad == 0) return std::nullopt;
+  // The bug: rank g's rows taken from g * ceil(D / G) of the re-padded tensor instead of g * R.
+  const std::int64_t R = padding->shard_rows, G = params.gtp_size, D = padding->rows;
+  const std::int64_t begin = std::min(params.gtp_rank * ((D + G - 1) / G), R * G - R);
+  auto parts = loaded_tensors(loaded, "mutant gather merge");
+  if (!parts.ok()) return Result<TensorValue>(parts.error());
+  auto full = TensorValue::concat_rows(*parts);
+  if (!full.ok()) return Result<TensorValue>(full.error());
+  auto padded = TensorValue::concat_rows({*full, TensorValue::zeros({R * G - full->rows(), params.cols}, full->dtype)});
+  if (!padded.ok()) return Result<TensorValue>(padded.error());
+  return Result<TensorValue>(padded->row_view(begin, begin + R));
 }
 
 Result<MegatronValidation> MutantImplementation::megatron_validation(const GlobalMetadata& metadata) {

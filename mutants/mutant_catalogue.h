@@ -49,4 +49,5 @@
   X(mamba_in_proj_shard_split, "E", "Mamba's in_proj follows the GDP shard split instead of gathering") \
   X(gtp_fresh_in_proj_lnp_copy, "H", "a fresh mixer's in_proj factory becomes an LNP of a materialized copy, not of its data") \
   X(load_unexpected_key_ignored, "C", "the default strictness silently skips a requested key the checkpoint lacks") \
-  X(retarget_so_single_expert_prepended, "G", "E = 1 expert objects keep their expert axis ((L, 1)), unlike Megatron's placeholder rule")
+  X(retarget_so_single_expert_prepended, "G", "E = 1 expert objects keep their expert axis ((L, 1)), unlike Megatron's placeholder rule") \
+  X(gtp_gather_merge_unpadded_slice, "F", "the gather design's load slices rank g's rows at g*ceil(D/G), ignoring the padded shard size")

@@ -65,6 +65,7 @@ class MutantImplementation : public ReferenceImplementation {
   std::optional<Result<StateNode>> addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params);
   std::optional<Result<StateNode>> addendum_load(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order);
   void addendum_retarget(const std::vector<FlatEntry>& in, std::vector<FlatEntry>& out);
+  std::optional<Result<TensorValue>> addendum_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded);
 
   MutantInfo info_;
 };

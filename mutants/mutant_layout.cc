@@ -60,6 +60,7 @@ Result<StateNode> MutantImplementation::perturb_pieces(const GtpFactoryParams& p
 
 Result<TensorValue> MutantImplementation::gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params,
                                                     const StateNode& loaded) {
+  if (auto addendum = addendum_merge(design, params, loaded)) return *addendum;
   const bool split = design == GtpSaveDesign::shard_split;
   if (split && is(Mutant::gtp_merge_reads_data)) {
     if (!params.shard) return make_error(ErrorKind::invalid_argument, "merge: factory data is None");

@@ -235,6 +235,47 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
   return "";
 }
 
+// --- F: cross-loads whose save side gathered ----------------------------------------------------
+
+/// A gather-design save (only GTP peer 0 writes the gathered TP-local tensor) loaded at another G
+/// and padding by either design: the loader's real rows exact (the gathered buffer of its TP rank),
+/// its pad rows zero. The shard split merges pieces of that buffer; the gather merge re-pads it.
+Verdict gather_saved_cross_load(Implementation& impl, const GtpCrossCase& c) {
+  GtpCase save = c.save;
+  save.design = GtpSaveDesign::gather;
+  std::vector<StateNode> trees;
+  for (std::int64_t t = 0; t < save.tp; ++t)
+    for (std::int64_t g = 0; g < save.gtp; ++g) {
+      IH_VERDICT_ASSIGN(params, rank_params(save, t, g));
+      trees.push_back(StateNode(StateDict{{std::string("w"), StateNode(seam_factory(impl, save.design, params))}}));
+    }
+  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(trees));
+  IH_VERDICT_ASSIGN(saved_pad, padding_of(save));
+  for (GtpSaveDesign design : {GtpSaveDesign::shard_split, GtpSaveDesign::gather}) {
+    GtpCase load = save;
+    load.gtp = c.load_gtp, load.pad_alignment = c.load_pad_alignment, load.design = design;
+    IH_VERDICT_ASSIGN(pad, padding_of(load));
+    for (std::int64_t t = 0; t < load.tp; ++t)
+      for (std::int64_t g = 0; g < load.gtp; ++g) {
+        IH_VERDICT_ASSIGN(params, rank_params(load, t, g));
+        params.shard = TensorValue::of_storage((std::uint64_t{1} << 48) + static_cast<std::uint64_t>(t * load.gtp + g),
+                                               params.shard->shape, load.dtype);
+        const StateNode request(StateDict{{std::string("w"), StateNode(seam_factory(impl, design, params))}});
+        IH_VERDICT_ASSIGN(result, impl.load_state(checkpoint, request, LoadOrder::serialization_load));
+        const auto* got = result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
+        const std::int64_t begin = g * pad.shard_rows, real = pad.real_rows(g);
+        const auto gathered = TensorValue::of_storage((std::uint64_t{1} << 32) + static_cast<std::uint64_t>(t),
+                                                      {saved_pad.rows, save.cols}, save.dtype);
+        IH_VERDICT_ASSIGN(want, TensorValue::concat_rows({gathered.row_view(begin, begin + real),
+                                                          TensorValue::zeros({pad.shard_rows - real, save.cols}, save.dtype)}));
+        if (!got || got->shape != want.shape || got->dtype != want.dtype || canonical(*got) != canonical(want))
+          return to_string(design) + " load " + at(t, g) + " got " + (got ? show_tensor(*got) : std::string("no tensor")) +
+                 ", expected " + show_tensor(want);
+      }
+  }
+  return "";
+}
+
 // --- C: strictness at load ----------------------------------------------------------------------
 
 /// Default strictness (assume_ok_unexpected): a requested key the checkpoint lacks fails the load;
@@ -407,6 +448,10 @@ std::vector<Property> addendum_properties() {
                               "GPT->Hybrid with GDP/Mamba mixers under GTP: fresh in_proj factories become LNP(factory.data), the (R, C) shard in the shard split, and load back (4.11, addendum H)",
                               genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
                               {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
+      make_property<GtpCrossCase>("gather_saved_cross_load", "load",
+                                  "a gather-saved in_proj loaded at another G and padding by the shard split and by the gather merge: real rows exact, pad rows zero (4.7.6, addendum F)",
+                                  genGtpCross(), gather_saved_cross_load,
+                                  {{"review_g2_to_g4_p32", GtpCrossCase{review, 4, 32}}, {"tp2_g2_to_g1", GtpCrossCase{review, 1, 0}}}),
       make_property<GtpCase>("strict_unexpected_key", "load",
                              "default strictness: a requested key the checkpoint lacks fails the load; removed as the other modes do, the rest loads exactly (addendum C)",
                              genGtpConfig(GtpSaveDesign::shard_split), strict_unexpected_key, {{"review_tp2", review}}),
