@@ -775,6 +775,68 @@ def task_fresh_retarget(ctx, p):
     return out
 
 
+def task_ordering(ctx, p):
+    """Triage (c): the two load orderings of Megatron (serialization.load and
+    MCoreTensorAwareStateDict.to_state_dict) on one rank tree whose in_proj factory builds what
+    spec 4.7 says the shard split builds on an all-padding GTP rank: one LocalNonpersistentObject
+    holding the (0, C) view; other ranks build their real piece. The factory is a plain
+    ShardedTensorFactory (this checkout lacks the PR's), everything else is Megatron's."""
+    torch, M = ctx.torch, ctx.M
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing.tensor_aware_state_dict import MCoreTensorAwareStateDict
+    _cpu_save_patches(torch)
+    G, g, C, R = ctx.gtp_size, ctx.g, int(p["cols"]), int(p["shard_rows"])
+    real = [max(0, min(R, int(p["rows"]) - x * R)) for x in range(G)]
+    shard = torch.zeros(R, C, dtype=torch.float64)
+    for j in range(real[g]):
+        shard[j].fill_(row_code(g, j))
+    key = "decoder.layers.0.mixer.in_proj.weight"
+
+    def build(k, t, replica_id, flattened_range=None):
+        if real[g] == 0:
+            return [M.LocalNonpersistentObject(t[0:0])]
+        return [M.ShardedTensor.from_rank_offsets(k + ".z", t[: real[g]], replica_id=replica_id)
+                if G == 1 else M.ShardedTensor(k + ".z", t[: real[g]], t.dtype, (real[g], C), (sum(real), C),
+                                              (sum(real[:g]), 0), None, replica_id, 0)]
+
+    def merge(sub):
+        part = sub[0]
+        out = torch.zeros(R, C, dtype=torch.float64)
+        out[: part.shape[0]] = part
+        return out
+
+    def tree(data):
+        return {"mixer": {"in_proj.weight": M.ShardedTensorFactory(key, data, build, merge, (0, 0, 0))},
+                "local": M.LocalNonpersistentObject(500 + ctx.rank), "iteration": 7}
+
+    out = {}
+    import megatron.core.dist_checkpointing.tensor_aware_state_dict as tasd
+    if p.get("assume_nvrx") and not tasd.HAVE_NVRX:
+        # Triage only (docs/megatron-findings.md): to_state_dict's guard wants nvidia_resiliency_ext,
+        # whose base class it does not use on this path; not applied by any gate check.
+        tasd.HAVE_NVRX = True
+        out["patched"] = "tensor_aware_state_dict.HAVE_NVRX -> True"
+    d = p["dir"]
+    if ctx.rank == 0:
+        os.makedirs(d, exist_ok=True)
+    dist.barrier()
+    dist_checkpointing.save(tree(shard), d)
+    dist.barrier()
+    for name, fn in (("serialization_load", lambda: dist_checkpointing.load(tree(torch.zeros(R, C, dtype=torch.float64)), d)),
+                     ("to_state_dict", lambda: MCoreTensorAwareStateDict.from_state_dict(tree(shard), algo="atomic")[0]
+                      .to_state_dict(tree(torch.zeros(R, C, dtype=torch.float64)), algo="atomic"))):
+        try:
+            loaded = fn()
+            w = loaded["mixer"]["in_proj.weight"]
+            out[name] = {"ok": True, "rows": decode_rows(w[:, 0].tolist()), "keys": sorted(loaded)}
+        except Exception as exc:  # noqa: BLE001
+            out[name] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+                         "frame": _megatron_frame(exc.__traceback__)}
+        dist.barrier()
+    return out
+
+
 def _rank_lists(gen, token):
     return [list(r) for r in gen.get_ranks(token)]
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Reproduces the Megatron findings of docs/megatron-findings.md on real Megatron code (CPU, gloo).
+
+Usage (under the Megatron venv's python):
+  triage.py --megatron-path DIR [roundtrip|fresh|ordering|gtp1|all] [--json]
+
+  roundtrip  save/load matrix of the GDP in_proj and its exp_avg across GTP/TP/padding changes
+  fresh      a fresh GDP/Mamba in_proj under GTP retargeted to a GPT checkpoint (finding b)
+  ordering   serialization.load vs MCoreTensorAwareStateDict.to_state_dict with all-padding ranks (c)
+  gtp1       GTP size 1: what Megatron builds vs the reference's padded entry (G1)
+Prints one JSON object per case; exits 1 when any case shows the finding, 0 when none does.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(1, HERE)
+
+GDP = ([20, 20, 20, 20, 6, 6, 6, 6, 4, 4, 4, 4], ["z", "V0", "V1", "V2", "K0", "K1", "K2", "Q", "b0", "b1", "b2", "a"])
+SMALL = ([2] * 12, GDP[1])  # D = 24 at TP 1: rows < p * G
+MAMBA = ([4, 4, 2, 2, 1], ["z", "x", "B", "C", "dt"])
+ROUNDTRIPS = [((1, 2, 16), (1, 1, 16), GDP), ((1, 1, 16), (1, 2, 16), GDP), ((1, 2, 16), (1, 4, 16), GDP),
+              ((2, 2, 16), (1, 1, 16), GDP), ((1, 2, 32), (1, 4, 32), GDP), ((1, 4, 32), (1, 2, 16), GDP),
+              ((1, 2, 16), (1, 4, 16), SMALL), ((2, 2, 32), (2, 4, 32), GDP)]
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--megatron-path", required=True)
+    ap.add_argument("what", nargs="?", default="all", choices=["roundtrip", "fresh", "ordering", "gtp1", "all"])
+    args = ap.parse_args()
+    import adapter
+    import gtp_world
+    from adapter_ops import Ops
+    M = adapter.load_megatron(args.megatron_path)
+    gtp_world.set_megatron(M)
+    ops = Ops(M)
+    found = False
+
+    def show(obj):
+        print(json.dumps(obj), flush=True)
+
+    if args.what in ("roundtrip", "all"):
+        for save, load, (sections, names) in ROUNDTRIPS:
+            for optimizer in (False, True):
+                r = ops.op_gtp_roundtrip({"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
+                                          "save": dict(zip(("tp", "gtp", "pad_for_alignment"), save)),
+                                          "load": dict(zip(("tp", "gtp", "pad_for_alignment"), load))})
+                found |= not r["ok"]
+                show({"case": "roundtrip", **{k: r.get(k) for k in (
+                    "save", "load", "optimizer", "ok", "load_error", "megatron_frame", "weight_mismatches",
+                    "exp_avg_mismatches", "first_exp_avg_mismatches", "model_pad_rows_in_checkpoint",
+                    "exp_avg_stored_shape", "checked")}})
+    if args.what in ("fresh", "all"):
+        for mixer, (sections, names) in (("gdp", ([10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], GDP[1])), ("mamba", MAMBA)):
+            world = gtp_world.get_world(1, 2)
+            r = world.run("fresh_retarget", {"sections": sections, "names": names, "cols": 2, "pad_for_alignment": 16,
+                                             "pattern": "M*-"})
+            found |= any(x.get("copy_into_param", "ok") != "ok" for x in r)
+            show({"case": "fresh", "mixer": mixer, "tp": 1, "gtp": 2, "pad_for_alignment": 16, "pattern": "M*-",
+                  "ranks": r})
+    if args.what in ("ordering", "all"):
+        world = gtp_world.get_world(1, 4)
+        r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "assume_nvrx": True,
+                                   "dir": os.path.join(tempfile.mkdtemp(prefix="ih-order-"), "ckpt")})
+        found |= any(not x["to_state_dict"]["ok"] for x in r)
+        show({"case": "ordering", "rows": 6, "gtp": 4, "shard_rows": 16,
+              "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
+                  {"serialization_load": "ok"} if x["serialization_load"].get("ok") else {}) for x in r]})
+    if args.what in ("gtp1", "all"):
+        sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
+        r = ops.op_gtp_param_entry({"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
+                                    "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
+                                    "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16", "shard_storage": 1})
+        e = r["entry"]
+        found |= e["local_shape"][0] != 16
+        show({"case": "gtp1", "D": 6, "pad_for_alignment": 16, "megatron_entry": {k: e[k] for k in (
+            "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": {
+            "local_shape": [16, 1], "global_shape": [16, 1], "allow_shape_mismatch": True}})
+    gtp_world.close_all()
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
