@@ -65,8 +65,8 @@ TEST(JsonParse, ValidDocuments) {
 }
 
 TEST(JsonParse, SyntaxErrorsAreBadJson) {
-  for (const char* text : {"", "{", "[1, 2", "{\"a\" 1}", "[1,]", "{} x", "'a'", "NaN", "[Infinity]",
-                           "/* c */ {}", "{\"a\": 01}", "\"unterminated", "[\"\\x\"]", "tru"}) {
+  for (const char* text : {"", "{", "[1, 2", "{\"a\" 1}", "[1,]", "{} x", "'a'", "NaN", "[Infinity]", "/* c */ {}",
+                           "{\"a\": 01}", "\"unterminated", "[\"\\x\"]", "tru"}) {
     auto r = parse(text);
     ASSERT_FALSE(r.ok()) << "accepted: " << text;
     EXPECT_EQ(r.error().kind, ErrorKind::bad_json) << text;
@@ -88,8 +88,12 @@ TEST(JsonParse, DeepNestingIsAnErrorOrAValueNeverACrash) {
 }
 
 TEST(JsonDump, InvalidUtf8IsReplacedNotThrown) {
-  const std::string text = dump(Json("a\xff" "b"));
-  EXPECT_EQ(text, "\"a\xEF\xBF\xBD" "b\"");  // U+FFFD
+  const std::string text =
+      dump(Json("a\xff"
+                "b"));
+  EXPECT_EQ(text,
+            "\"a\xEF\xBF\xBD"
+            "b\"");  // U+FFFD
   EXPECT_TRUE(parse(text).ok());
   EXPECT_EQ(dump(must_parse("{\"k\": [1, \"\xC3\xA9\"]}")), "{\"k\":[1,\"\xC3\xA9\"]}");  // compact, UTF-8 kept
 }
@@ -133,7 +137,8 @@ TEST(JsonRoundTrip, ShardedObject) {
   EXPECT_EQ(through_text(with_data).value(), Leaf(with_data));
   const ShardedObject bare{"x", std::nullopt, {1}, {0}, {}};
   EXPECT_EQ(through_text(bare).value(), Leaf(bare));
-  EXPECT_EQ(dump(leaf_to_json(bare)), R"({"kind":"object","key":"x","global_shape":[1],"global_offset":[0],"replica_id":0})");
+  EXPECT_EQ(dump(leaf_to_json(bare)),
+            R"({"kind":"object","key":"x","global_shape":[1],"global_offset":[0],"replica_id":0})");
   // A one-element tuple replica id is not the int: (3,) stays [3], 3 stays 3.
   const ShardedObject one_tuple{"x", std::nullopt, {1}, {0}, ReplicaId::tuple({3})};
   EXPECT_EQ(leaf_to_json(one_tuple).at("replica_id"), must_parse("[3]"));
@@ -144,7 +149,8 @@ TEST(JsonRoundTrip, ShardedObject) {
 }
 
 TEST(JsonRoundTrip, LocalNonpersistentEveryPayload) {
-  for (const Payload& payload : {Payload(), Payload(TensorValue::of_storage(3, {2, 2}, "int64")), Payload(ObjectRef{9})}) {
+  for (const Payload& payload :
+       {Payload(), Payload(TensorValue::of_storage(3, {2, 2}, "int64")), Payload(ObjectRef{9})}) {
     const LocalNonpersistent local{payload};
     EXPECT_EQ(through_text(local).value(), Leaf(local)) << payload.index();
   }
@@ -172,7 +178,8 @@ class RecipeBuilder : public FactoryBuilder {
     if (key == "broken") return make_error(ErrorKind::split_sections_mismatch, "planted");
     StateList out;
     for (std::int64_t k = 0; k < 2; ++k)
-      out.push_back(StateNode(ShardedTensor::from_rank_offsets(key + "." + std::to_string(k), {2, 3}, {{0, k, 2}}).value()));
+      out.push_back(
+          StateNode(ShardedTensor::from_rank_offsets(key + "." + std::to_string(k), {2, 3}, {{0, k, 2}}).value()));
     return StateNode(std::move(out));
   }
   Result<TensorValue> merge(const StateNode&) const override { return TensorValue::zeros({4, 3}); }
@@ -267,7 +274,9 @@ TEST(JsonRoundTrip, LayerMaps) {
   EXPECT_EQ(back.error().message, "no");
   EXPECT_EQ(layer_maps_from_json(Json::object()).error().kind, ErrorKind::bad_json);
   EXPECT_EQ(layer_maps_from_json(must_parse(R"({"ok": true, "attention_to_gpt": [[1, 0, 2]], "mlp_to_gpt": [],
-                                                "fresh_init": [], "num_gpt_layers": 1})")).error().kind,
+                                                "fresh_init": [], "num_gpt_layers": 1})"))
+                .error()
+                .kind,
             ErrorKind::bad_json);
 }
 
@@ -277,8 +286,8 @@ TEST(JsonRoundTrip, LayerMaps) {
 TEST(JsonStrict, TheBaseTensorEntryIsValid) { EXPECT_EQ(error_of(leaf_from_json(tensor_json())), "ok"); }
 
 TEST(JsonStrict, MissingFieldsAreNamed) {
-  for (const char* field : {"key", "global_shape", "global_offset", "local_shape", "prepend_axis_num",
-                            "axis_fragmentations"}) {
+  for (const char* field :
+       {"key", "global_shape", "global_offset", "local_shape", "prepend_axis_num", "axis_fragmentations"}) {
     Json j = tensor_json();
     j.erase(field);
     const std::string e = error_of(leaf_from_json(j));
@@ -363,7 +372,8 @@ TEST(JsonStrict, KindsAndShapesOfEntries) {
   EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": "tensorx"})"))), "unknown kind \"tensorx\""));
   EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": 3})"))), "bad_json"));
   EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": "local", "value": 3})"))), "bad_json"));
-  EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": "local", "value": {"object": "a"}})"))), "bad_json"));
+  EXPECT_TRUE(
+      contains(error_of(leaf_from_json(must_parse(R"({"kind": "local", "value": {"object": "a"}})"))), "bad_json"));
   EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": "object", "key": "o", "global_shape": [1],
                                                               "global_offset": [0], "data": {"id": 1}})"))),
                        "bad_json"));
@@ -371,20 +381,23 @@ TEST(JsonStrict, KindsAndShapesOfEntries) {
 }
 
 TEST(JsonStrict, EntryListErrorsNameIndexPathAndField) {
-  // The documented form: bad_json: entry 3 (path 'x'): entry: field "global_shape"[1] must be a 64-bit integer, got "a".
+  // The documented form: bad_json: entry 3 (path 'x'): entry: field "global_shape"[1] must be a 64-bit integer, got
+  // "a".
   Json doc = Json::array();
-  for (int i = 0; i < 3; ++i) doc.push_back({{"path", "p" + std::to_string(i)}, {"entry", {{"kind", "plain"}, {"value", i}}}});
+  for (int i = 0; i < 3; ++i)
+    doc.push_back({{"path", "p" + std::to_string(i)}, {"entry", {{"kind", "plain"}, {"value", i}}}});
   Json bad = tensor_json();
   bad["global_shape"] = must_parse(R"([768, "a"])");
   doc.push_back({{"path", "x"}, {"entry", bad}});
   auto r = entries_from_json(doc);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::bad_json);
-  EXPECT_EQ(r.error().message, R"(entry 3 (path 'x'): entry: field "global_shape"[1] must be a 64-bit integer, got "a")");
+  EXPECT_EQ(r.error().message,
+            R"(entry 3 (path 'x'): entry: field "global_shape"[1] must be a 64-bit integer, got "a")");
 
   EXPECT_EQ(entries_from_json(Json::object()).error().kind, ErrorKind::bad_json);
-  EXPECT_TRUE(contains(entries_from_json(must_parse(R"([{"path": "a", "entry": {"kind": "plain"}}, 5])")).error().message,
-                       "entry 1"));
+  EXPECT_TRUE(contains(
+      entries_from_json(must_parse(R"([{"path": "a", "entry": {"kind": "plain"}}, 5])")).error().message, "entry 1"));
   EXPECT_TRUE(contains(entries_from_json(must_parse(R"([{"entry": {"kind": "plain"}}])")).error().message,
                        "missing field \"path\""));
   EXPECT_TRUE(contains(entries_from_json(must_parse(R"([{"path": "a"}])")).error().message, "missing field \"entry\""));

@@ -19,9 +19,9 @@ Box box2(std::int64_t lo0, std::int64_t lo1, std::int64_t hi0, std::int64_t hi1)
 
 TEST(Box, EmptyToStringIntersect) {
   EXPECT_FALSE(box2(0, 0, 2, 3).empty());
-  EXPECT_TRUE(box2(0, 3, 2, 3).empty());   // zero extent on one axis
-  EXPECT_TRUE(box2(5, 0, 2, 3).empty());   // inverted
-  EXPECT_FALSE((Box{{}, {}}).empty());     // rank 0: one point
+  EXPECT_TRUE(box2(0, 3, 2, 3).empty());  // zero extent on one axis
+  EXPECT_TRUE(box2(5, 0, 2, 3).empty());  // inverted
+  EXPECT_FALSE((Box{{}, {}}).empty());    // rank 0: one point
   EXPECT_EQ(box2(4, 0, 6, 2).to_string(), "offset (4, 0) shape (2, 2)");
   EXPECT_EQ(intersect(box2(0, 0, 4, 4), box2(2, 3, 8, 8)), box2(2, 3, 4, 4));
   // Disjoint boxes intersect in an empty box (hi clamped to lo, never below it).
@@ -69,8 +69,7 @@ TEST(BoxTiling, NoPiecesIsOneHoleTheRegion) {
 
 TEST(BoxTiling, OverlapsArePairsOfIndices) {
   // Pieces 0, 1, 2 share [4, 5); piece 3 only touches piece 2 (half-open boxes do not overlap).
-  const TilingFindings found =
-      find_holes_and_overlaps(box1(0, 10), {box1(0, 5), box1(4, 6), box1(3, 8), box1(8, 10)});
+  const TilingFindings found = find_holes_and_overlaps(box1(0, 10), {box1(0, 5), box1(4, 6), box1(3, 8), box1(8, 10)});
   EXPECT_TRUE(found.holes.empty());
   EXPECT_EQ(found.overlaps, (Pairs{{0, 1}, {0, 2}, {1, 2}}));
 }
@@ -118,7 +117,8 @@ TEST(BoxTiling, RankZeroIsOnePoint) {
 TEST(BoxTiling, SixtyFourBitExtents) {
   // Extents near 2^63 are handled on coordinates, never on elements.
   const std::int64_t half = std::int64_t{1} << 62;
-  TilingFindings found = find_holes_and_overlaps(box2(0, 0, kMax, kMax), {box2(0, 0, half, kMax), box2(half, 0, kMax, kMax)});
+  TilingFindings found =
+      find_holes_and_overlaps(box2(0, 0, kMax, kMax), {box2(0, 0, half, kMax), box2(half, 0, kMax, kMax)});
   EXPECT_TRUE(found.holes.empty());
   EXPECT_TRUE(found.overlaps.empty());
   // One missing element at the very end, and an overlap of one element at the very start.

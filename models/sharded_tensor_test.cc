@@ -71,8 +71,8 @@ TEST(TensorValue, EmptyAndScalarTensors) {
 
 TEST(TensorValue, RowViewSharesStorageAcrossBlocks) {
   // Rows 0-3 of storage 1 followed by rows 0-5 of storage 2: ten rows.
-  const TensorValue two = TensorValue::concat_rows({TensorValue::of_storage(1, {4, 2}),
-                                                    TensorValue::of_storage(2, {6, 2})}).value();
+  const TensorValue two =
+      TensorValue::concat_rows({TensorValue::of_storage(1, {4, 2}), TensorValue::of_storage(2, {6, 2})}).value();
   ASSERT_EQ(two.blocks, (std::vector<RowBlock>{{1, 0, 4}, {2, 0, 6}}));
   // Rows [2, 7): rows 2-3 of storage 1, rows 0-2 of storage 2.
   const TensorValue view = two.row_view(2, 7);
@@ -87,7 +87,8 @@ TEST(TensorValue, RowViewSharesStorageAcrossBlocks) {
 }
 
 TEST(TensorValue, RowViewOfZerosStaysZero) {
-  const TensorValue padded = TensorValue::concat_rows({TensorValue::of_storage(3, {2}), TensorValue::zeros({5})}).value();
+  const TensorValue padded =
+      TensorValue::concat_rows({TensorValue::of_storage(3, {2}), TensorValue::zeros({5})}).value();
   // Rows [1, 4): row 1 of storage 3, then two zero rows (a zero block's first_row stays 0).
   EXPECT_EQ(padded.row_view(1, 4).blocks, (std::vector<RowBlock>{{3, 1, 1}, {0, 0, 2}}));
 }
@@ -105,21 +106,23 @@ TEST(TensorValue, ConcatJoinsOnlyAdjacentRunsOfOneStorage) {
   const TensorValue swapped = TensorValue::concat_rows({base.row_view(4, 10), base.row_view(0, 4)}).value();
   EXPECT_EQ(swapped.blocks, (std::vector<RowBlock>{{7, 4, 6}, {7, 0, 4}}));
   // Zero rows join with zero rows; a zero run never joins a storage run.
-  const TensorValue zeros = TensorValue::concat_rows({TensorValue::zeros({3, 2}), TensorValue::zeros({2, 2}),
-                                                      base.row_view(0, 1)}).value();
+  const TensorValue zeros =
+      TensorValue::concat_rows({TensorValue::zeros({3, 2}), TensorValue::zeros({2, 2}), base.row_view(0, 1)}).value();
   EXPECT_EQ(zeros.shape, (Shape{6, 2}));
   EXPECT_EQ(zeros.blocks, (std::vector<RowBlock>{{0, 0, 5}, {7, 0, 1}}));
 }
 
 TEST(TensorValue, ConcatRejectsMismatchesAndOverflow) {
-  const auto kind = [](const Result<TensorValue>& r) { return r.ok() ? std::string("ok") : std::string(to_string(r.error().kind)); };
+  const auto kind = [](const Result<TensorValue>& r) {
+    return r.ok() ? std::string("ok") : std::string(to_string(r.error().kind));
+  };
   EXPECT_EQ(kind(TensorValue::concat_rows({})), "invalid_argument");
   EXPECT_EQ(kind(TensorValue::concat_rows({TensorValue::of_storage(1, {2, 3}), TensorValue::of_storage(2, {2, 4})})),
             "invalid_argument");
   EXPECT_EQ(kind(TensorValue::concat_rows({TensorValue::of_storage(1, {2, 3}), TensorValue::of_storage(2, {2})})),
             "invalid_argument");
-  EXPECT_EQ(kind(TensorValue::concat_rows({TensorValue::of_storage(1, {2}, "float32"),
-                                           TensorValue::of_storage(2, {2}, "bfloat16")})),
+  EXPECT_EQ(kind(TensorValue::concat_rows(
+                {TensorValue::of_storage(1, {2}, "float32"), TensorValue::of_storage(2, {2}, "bfloat16")})),
             "invalid_argument");
   EXPECT_EQ(kind(TensorValue::concat_rows({TensorValue::of_storage(1, {}), TensorValue::of_storage(2, {})})),
             "invalid_argument");  // 0-d tensors have no rows to join
@@ -163,7 +166,8 @@ TEST(ShardedTensorIntegrity, EachCheckFiresWithItsMessage) {
   EXPECT_TRUE(contains(message(t), "`prepend_axis_num`"));
   t = valid_tensor();
   t.global_offset = {6, 0};  // (4): 6 % 4 = 2
-  EXPECT_TRUE(contains(message(t), "Global offset (6) must be divisible by local shape (4) for ShardedTensor(key='w')."));
+  EXPECT_TRUE(
+      contains(message(t), "Global offset (6) must be divisible by local shape (4) for ShardedTensor(key='w')."));
   t = valid_tensor();
   t.has_flattened_range = true;  // (5)
   EXPECT_EQ(message(t), "ShardedTensor.flattened_range is not supported.");
@@ -171,8 +175,8 @@ TEST(ShardedTensorIntegrity, EachCheckFiresWithItsMessage) {
 
 TEST(ShardedTensorIntegrity, ChecksRunInMegatronsOrder) {
   ShardedTensor t = valid_tensor();
-  t.has_flattened_range = true;                       // (5)
-  t.global_offset = {6, 0};                           // (4)
+  t.has_flattened_range = true;                        // (5)
+  t.global_offset = {6, 0};                            // (4)
   t.data = TensorValue::of_storage(1, {4, 6}, "f16");  // (1)
   EXPECT_TRUE(contains(t.validate_metadata_integrity().error().message, "Data dtype"));
   t.data.reset();
@@ -255,15 +259,14 @@ TEST(ShardedTensor, WithoutDataKeepsMetadata) {
 TEST(FromRankOffsets, SpecExample) {
   // data (384, 256), p = 1, triples (0, 1, 2), (1, 1, 2) -> global (2, 768, 256), offset (1, 384, 0), frag (2, 2, 1).
   const TensorValue data = TensorValue::of_storage(11, {384, 256}, "bfloat16");
-  const ShardedTensor t = ShardedTensor::from_rank_offsets("k", {}, {{0, 1, 2}, {1, 1, 2}}, ReplicaId::tuple({0, 1}),
-                                                           1, data)
-                              .value();
+  const ShardedTensor t =
+      ShardedTensor::from_rank_offsets("k", {}, {{0, 1, 2}, {1, 1, 2}}, ReplicaId::tuple({0, 1}), 1, data).value();
   EXPECT_EQ(t.key, "k");
   EXPECT_EQ(t.global_shape, (Shape{2, 768, 256}));
   EXPECT_EQ(t.global_offset, (Shape{1, 384, 0}));
   EXPECT_EQ(t.axis_fragmentations, (Shape{2, 2, 1}));
   EXPECT_EQ(t.local_shape, (Shape{384, 256}));  // from the data, not from the (empty) argument
-  EXPECT_EQ(t.dtype, "bfloat16");                // likewise
+  EXPECT_EQ(t.dtype, "bfloat16");               // likewise
   EXPECT_EQ(t.prepend_axis_num, 1);
   EXPECT_EQ(t.replica_id, ReplicaId::tuple({0, 1}));
   EXPECT_EQ(t.data, data);
@@ -381,8 +384,8 @@ TEST(Narrow, ZeroLengthAndFullLength) {
 
 TEST(Narrow, RejectsOutOfRangeAndIrregular) {
   const ShardedTensor t = ShardedTensor::from_rank_offsets("k", {8, 4}, {{0, 1, 2}}).value();
-  for (auto [dim, start, length] : std::vector<std::array<std::int64_t, 3>>{
-           {-1, 0, 1}, {2, 0, 1}, {0, -1, 2}, {0, 0, -1}, {0, 5, 4}, {1, 0, 5}}) {
+  for (auto [dim, start, length] :
+       std::vector<std::array<std::int64_t, 3>>{{-1, 0, 1}, {2, 0, 1}, {0, -1, 2}, {0, 0, -1}, {0, 5, 4}, {1, 0, 5}}) {
     auto r = t.narrow(dim, start, length);
     ASSERT_FALSE(r.ok()) << dim << " " << start << " " << length;
     EXPECT_EQ(r.error().kind, ErrorKind::narrow_misaligned);
@@ -413,7 +416,8 @@ TEST(Narrow, DISABLED_HugeStartDoesNotWrapPastTheRangeCheck) {
 }
 
 TEST(Narrow, DataNarrowsAlongRowsOnly) {
-  const ShardedTensor with_data = ShardedTensor::from_rank_offsets("k", {}, {}, {}, 0, TensorValue::of_storage(2, {4, 6})).value();
+  const ShardedTensor with_data =
+      ShardedTensor::from_rank_offsets("k", {}, {}, {}, 0, TensorValue::of_storage(2, {4, 6})).value();
   EXPECT_EQ(with_data.narrow(1, 0, 3).error().kind, ErrorKind::narrow_misaligned);
   const ShardedTensor bare = with_data.without_data();
   const ShardedTensor n = bare.narrow(1, 3, 3).value();
@@ -469,8 +473,8 @@ TEST(ShardedObject, LegacyKeyGetsMinusOne) {
 }
 
 TEST(ShardedObject, BadUniqueKeys) {
-  for (const std::string key : {"a/b/shard_0_1", "no_slash", "k/shard_0", "k/shard_0_1_2", "k/part_0_1", "k/shard_x_1",
-                                "k/shard_0_1.y"}) {
+  for (const std::string key :
+       {"a/b/shard_0_1", "no_slash", "k/shard_0", "k/shard_0_1_2", "k/part_0_1", "k/shard_x_1", "k/shard_0_1.y"}) {
     auto r = ShardedObject::from_unique_key(key);
     EXPECT_FALSE(r.ok()) << key;
   }

@@ -29,12 +29,14 @@ StateNode list(std::vector<StateNode> items) { return StateNode(StateList(std::m
 class HalvesBuilder : public FactoryBuilder {
  public:
   std::string name() const override { return "halves"; }
-  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>&, const ReplicaId& replica) const override {
+  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>&,
+                          const ReplicaId& replica) const override {
     ++builds;
     if (key == "fail") return make_error(ErrorKind::invalid_argument, "planted build failure");
     StateList out;
     for (std::int64_t k = 0; k < 2; ++k)
-      out.push_back(StateNode(ShardedTensor::from_rank_offsets(key + "." + std::to_string(k), {2}, {{0, k, 2}}, replica).value()));
+      out.push_back(StateNode(
+          ShardedTensor::from_rank_offsets(key + "." + std::to_string(k), {2}, {{0, k, 2}}, replica).value()));
     return StateNode(std::move(out));
   }
   Result<TensorValue> merge(const StateNode& loaded) const override {
@@ -231,7 +233,8 @@ TEST(Factory, EqualityComparesWhatTheyBuild) {
   ShardedTensorFactory c = a;
   c.key = "v";
   EXPECT_NE(a, c);
-  const ShardedTensorFactory nesting = factory("w", std::make_shared<NestingBuilder>(std::make_shared<HalvesBuilder>()));
+  const ShardedTensorFactory nesting =
+      factory("w", std::make_shared<NestingBuilder>(std::make_shared<HalvesBuilder>()));
   EXPECT_NE(a, nesting);
 }
 
@@ -259,8 +262,8 @@ TEST(ApplyFactoryMerges, FactoryLeavesAreReplacedByTheirMerge) {
   StateNode loaded = dict({{"f", list({plain("a"), plain("b")})},
                            {"keep", plain("1")},
                            {"l", list({plain("x"), list({plain("c"), plain("d"), plain("e")})})}});
-  const StateNode factories = dict({{"f", StateNode(factory("w", halves))},
-                                    {"l", dict({{std::int64_t{1}, StateNode(factory("v", halves))}})}});
+  const StateNode factories =
+      dict({{"f", StateNode(factory("w", halves))}, {"l", dict({{std::int64_t{1}, StateNode(factory("v", halves))}})}});
   ASSERT_TRUE(apply_factory_merges(loaded, factories).ok());
   EXPECT_EQ(halves->merges, 2);
   EXPECT_EQ(loaded, dict({{"f", StateNode(TensorValue::of_storage(99, {2}))},
@@ -291,12 +294,13 @@ TEST(ApplyFactoryMerges, ErrorCases) {
   const Status missing = apply_factory_merges(x1, dict({{"b", f}}));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind, ErrorKind::merge_key_mismatch);
-  EXPECT_NE(missing.error().message.find("Different dict keys encountered in `apply_factory_merges`"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("Different dict keys encountered in `apply_factory_merges`"),
+            std::string::npos);
   // A loaded key missing from the factories tree is fine (only x2's keys must exist in x1).
   EXPECT_EQ(kind(dict({{"a", list({})}, {"b", list({})}}), dict({{"b", f}})), "ok");
   EXPECT_EQ(kind(list({list({}), list({})}), list({f})), "merge_list_length");
-  EXPECT_EQ(kind(list({list({})}), dict({{"0", f}})), "merge_key_mismatch");            // string key in a list-dict merge
-  EXPECT_EQ(kind(list({list({})}), dict({{std::int64_t{1}, f}})), "merge_key_mismatch"); // index == length
+  EXPECT_EQ(kind(list({list({})}), dict({{"0", f}})), "merge_key_mismatch");  // string key in a list-dict merge
+  EXPECT_EQ(kind(list({list({})}), dict({{std::int64_t{1}, f}})), "merge_key_mismatch");  // index == length
   EXPECT_EQ(kind(list({list({})}), dict({{std::int64_t{-1}, f}})), "merge_key_mismatch");
   EXPECT_EQ(kind(list({list({})}), dict({{std::int64_t{0}, f}})), "ok");
   EXPECT_EQ(kind(plain("1"), plain("2")), "merge_duplicate_leaf");

@@ -57,12 +57,15 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   out.stdout_fd_ = std::exchange(r.from_child[0], -1);
   out.stderr_path_ = r.stderr_path;
   close(std::exchange(r.stderr_fd, -1));  // the child has it; the file stays for stderr_tail
-  return out;  // r closes the child's pipe ends
+  return out;                             // r closes the child's pipe ends
 }
 
 LineSubprocess::LineSubprocess(LineSubprocess&& other) noexcept
-    : pid_(other.pid_), stdin_fd_(other.stdin_fd_), stdout_fd_(other.stdout_fd_),
-      stderr_path_(std::move(other.stderr_path_)), buffer_(std::move(other.buffer_)) {
+    : pid_(other.pid_),
+      stdin_fd_(other.stdin_fd_),
+      stdout_fd_(other.stdout_fd_),
+      stderr_path_(std::move(other.stderr_path_)),
+      buffer_(std::move(other.buffer_)) {
   other.pid_ = -1;
   other.stdin_fd_ = other.stdout_fd_ = -1;
   other.stderr_path_.clear();
@@ -97,7 +100,8 @@ Result<std::string> LineSubprocess::request(const std::string& line, std::chrono
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Milliseconds left for one poll (at least 0, at most what an int holds), or -1 when time is up.
   const auto poll_budget = [&]() -> int {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return -1;
     return static_cast<int>(std::min<std::int64_t>(left.count(), std::numeric_limits<int>::max()));
   };
