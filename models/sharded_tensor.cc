@@ -156,7 +156,7 @@ Result<ShardedTensor> ShardedTensor::from_rank_offsets(std::string key, Shape lo
 
 Result<ShardedTensor> ShardedTensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
   if (dim < 0 || static_cast<std::size_t>(dim) >= local_shape.size() || start < 0 || length < 0 ||
-      start + length > local_shape[dim])
+      length > local_shape[dim] || start > local_shape[dim] - length)  // no start + length: it can overflow
     return make_error(ErrorKind::narrow_misaligned, "narrow(" + std::to_string(dim) + ", " + std::to_string(start) +
                                                         ", " + std::to_string(length) + ") out of range for key " + key);
   const std::size_t axis = dim + prepend_axis_num;
@@ -165,10 +165,12 @@ Result<ShardedTensor> ShardedTensor::narrow(std::int64_t dim, std::int64_t start
     return make_error(ErrorKind::narrow_misaligned,
                       "Only regular grid of local tensors is supported for narrowing, got key " + key);
   ShardedTensor out = *this;
-  IH_TRY_ASSIGN(shape_scaled, checked_mul(global_shape[axis], length, "narrow of " + key));
-  IH_TRY_ASSIGN(offset_scaled, checked_mul(global_offset[axis], length, "narrow of " + key));
-  out.global_shape[axis] = shape_scaled / local;
-  out.global_offset[axis] = offset_scaled / local;
+  // Both are multiples of `local` (checked above), so dividing first is exact and overflows only
+  // when the answer itself does not fit.
+  IH_TRY_ASSIGN(shape_scaled, checked_mul(global_shape[axis] / local, length, "narrow of " + key));
+  IH_TRY_ASSIGN(offset_scaled, checked_mul(global_offset[axis] / local, length, "narrow of " + key));
+  out.global_shape[axis] = shape_scaled;
+  out.global_offset[axis] = offset_scaled;
   out.local_shape[dim] = length;
   if (data) {
     if (dim != 0)
