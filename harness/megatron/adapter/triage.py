@@ -2,11 +2,13 @@
 """Reproduces the Megatron findings of docs/megatron-findings.md on real Megatron code (CPU, gloo).
 
 Usage (under the Megatron venv's python):
-  triage.py --megatron-path DIR [roundtrip|fresh|ordering|gtp1|all] [--json]
+  triage.py --megatron-path DIR [roundtrip|fresh|ordering|experts|gtp1|all]
 
   roundtrip  save/load matrix of the GDP in_proj and its exp_avg across GTP/TP/padding changes
   fresh      a fresh GDP/Mamba in_proj under GTP retargeted to a GPT checkpoint (finding b)
   ordering   serialization.load vs MCoreTensorAwareStateDict.to_state_dict with all-padding ranks (c)
+  experts    one expert (E = 1): the _extra_state object key a GPT save writes vs what a retargeted
+             hybrid load asks for (a); E = 2 beside it as the control
   gtp1       GTP size 1: what Megatron builds vs the reference's padded entry (G1)
 Prints one JSON object per case; exits 1 when any case shows the finding, 0 when none does.
 """
@@ -33,7 +35,7 @@ def main():
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--megatron-path", required=True)
-    ap.add_argument("what", nargs="?", default="all", choices=["roundtrip", "fresh", "ordering", "gtp1", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["roundtrip", "fresh", "ordering", "experts", "gtp1", "all"])
     args = ap.parse_args()
     import adapter
     import gtp_world
@@ -73,6 +75,13 @@ def main():
         show({"case": "ordering", "rows": 6, "gtp": 4, "shard_rows": 16,
               "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
                   {"serialization_load": "ok"} if x["serialization_load"].get("ok") else {}) for x in r]})
+    if args.what in ("experts", "all"):
+        world = gtp_world.get_world(1, 1)
+        for experts in (1, 2):
+            r = world.run("single_expert", {"experts": experts, "pattern": "*E*E",
+                                            "dir": os.path.join(tempfile.mkdtemp(prefix="ih-e1-"), "ckpt")})[0]
+            found |= "load_error" in r
+            show({"case": "experts", "experts": experts, "pattern": "*E*E", **r})
     if args.what in ("gtp1", "all"):
         sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
         r = ops.op_gtp_param_entry({"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
