@@ -131,6 +131,14 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   while (!reaped) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
+      // SIGTERM first: mpirun forwards it to its ranks (which lead their own process groups) and
+      // cleans up; then SIGKILL for whatever is left of the group.
+      kill(-pid, SIGTERM);
+      for (int i = 0; i < 50; ++i) {
+        siginfo_t gone{};
+        if (waitid(P_PID, static_cast<id_t>(pid), &gone, WEXITED | WNOHANG | WNOWAIT) == 0 && gone.si_pid == pid) break;
+        usleep(100000);
+      }
       kill(-pid, SIGKILL);
       waitpid(pid, &status, 0);
       out.timed_out = true;

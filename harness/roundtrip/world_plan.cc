@@ -151,8 +151,9 @@ std::vector<std::string> world_scenario_names() {
 
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   return {{"gdp_in_proj_gtp",
-           "GDP in_proj under GTP needs the GTP stand-in world (harness/megatron/adapter/gtp_world.py) and a plan "
-           "for its factories; not in this build"}};
+           "GDP in_proj under GTP/TP changes is not in worlds mode yet: the GTP stand-in world "
+           "(harness/megatron/adapter/gtp_world.py, its own forked gloo worlds on the Megatron-LM snapshot) is not "
+           "wired into the mpirun ranks, and the C++ plan has no oracle segments for GTP shards"}};
 }
 
 Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {

@@ -174,7 +174,20 @@ class World:
         return len(parts) < 3 or parts[2] == self.status.scenario
 
 
+def exit_with_parent():
+    """A rank whose mpirun is gone (killed at a timeout) must not live on as an orphan."""
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            if os.getppid() != parent:
+                os._exit(3)
+            time.sleep(0.5)
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def run(args):
+    exit_with_parent()
     world = World(args)
     world.status("import")
     world.flush()
