@@ -3,6 +3,7 @@
 #include <string>
 
 #include "codec/json_codec.h"
+#include "harness/megatron/megatron_implementation.h"
 #include "seam/reference_implementation.h"
 
 namespace ih::megatron {
@@ -125,12 +126,35 @@ Result<std::string> check_param_entry(Implementation& target) {
   return std::string();
 }
 
+/// serialization.load with all-padding GTP ranks whose factory built one LNP (spec 3.8, 4.7): every
+/// rank gets its real rows then zeros, the LNP's key and the common part back (Megatron only).
+Result<std::string> check_all_padding_load(Implementation& target) {
+  auto* megatron = dynamic_cast<MegatronImplementation*>(&target);
+  if (!megatron) return unsupported(target.name(), "Megatron's serialization.load on a real checkpoint (Megatron targets only)");
+  if (!megatron->supports(Operation::gtp_param_entry)) return unsupported(target.name(), "GTP (no GTP in this Megatron)");
+  const std::int64_t rows = 6, gtp = 4, shard_rows = 16, cols = 2;  // ranks 1-3 hold only padding
+  IH_TRY_ASSIGN(result, megatron->all_padding_load(rows, gtp, shard_rows, cols));
+  const json::Json ranks = result.value("ranks", json::Json::array());
+  if (static_cast<std::int64_t>(ranks.size()) != gtp) return "expected " + std::to_string(gtp) + " ranks, got " + json::dump(result);
+  for (std::int64_t g = 0; g < gtp; ++g) {
+    const json::Json& r = ranks[static_cast<std::size_t>(g)];
+    if (!r.value("ok", false)) return "GTP rank " + std::to_string(g) + ": serialization.load failed: " + r.value("error", std::string("?"));
+    json::Json want = json::Json::array();
+    for (std::int64_t j = 0; j < shard_rows; ++j)
+      want.push_back(g == 0 && j < rows ? json::Json::array({0, j}) : json::Json(nullptr));
+    if (r["rows"] != want) return "GTP rank " + std::to_string(g) + ": loaded rows " + json::dump(r["rows"]) + ", expected " + json::dump(want);
+    if (r["keys"] != json::Json::array({"iteration", "local", "mixer"})) return "GTP rank " + std::to_string(g) + ": loaded keys " + json::dump(r["keys"]);
+  }
+  return std::string();
+}
+
 }  // namespace
 
 std::vector<gate::Check> gtp_gather_checks() {
   return {gate::Check::simple("gtp-gather", "gather_pieces", check_pieces),
           gate::Check::simple("gtp-gather", "gather_merge", check_merge),
-          gate::Check::simple("gtp-gather", "gather_param_entry", check_param_entry)};
+          gate::Check::simple("gtp-gather", "gather_param_entry", check_param_entry),
+          gate::Check::simple("gtp-gather", "all_padding_load", check_all_padding_load)};
 }
 
 }  // namespace ih::megatron

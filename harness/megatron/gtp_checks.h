@@ -12,7 +12,8 @@
 
 namespace ih::megatron {
 
-/// The checks, group "gtp-gather"; names are stable (gather_pieces, gather_merge, gather_param_entry).
+/// The checks, group "gtp-gather"; names are stable (gather_pieces, gather_merge, gather_param_entry,
+/// all_padding_load: Megatron's serialization.load with all-padding ranks, Megatron targets only).
 std::vector<gate::Check> gtp_gather_checks();
 
 }  // namespace ih::megatron

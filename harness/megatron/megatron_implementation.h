@@ -43,6 +43,12 @@ class MegatronImplementation : public Implementation {
   const json::Json& identity() const { return identity_; }
   /// The adapter-side mutants: [{"name", "description"}, ...].
   Result<json::Json> list_mutants() { return call("mutants", json::Json::object()); }
+  /// Megatron's serialization.load, after a real save, of a tree whose in_proj factory builds one
+  /// LocalNonpersistentObject on the all-padding GTP ranks (spec 4.7): {"ranks": [{"ok", "rows" |
+  /// "error"}]} per GTP rank (docs/adapter-protocol.md, gtp_all_padding_load).
+  Result<json::Json> all_padding_load(std::int64_t rows, std::int64_t gtp_size, std::int64_t shard_rows, std::int64_t cols) {
+    return call("gtp_all_padding_load", {{"rows", rows}, {"gtp_size", gtp_size}, {"shard_rows", shard_rows}, {"cols", cols}});
+  }
   /// What the adapter wrote on stderr (for reports).
   std::string adapter_stderr() const { return process_.stderr_tail(); }
 

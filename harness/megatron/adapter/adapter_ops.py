@@ -776,6 +776,35 @@ def _op_gtp_roundtrip(self, req):
             "cpu_patches": saved[0].get("patches", [])}
 
 
+def _op_gtp_all_padding_load(self, req):
+    """serialization.load (Megatron's own) of a tree whose in_proj factory builds, on all-padding GTP
+    ranks, one LocalNonpersistentObject (what spec 4.7 says the shard split builds there), after a
+    real save. Answers per GTP rank: ok and the loaded rows (provenance), or Megatron's error."""
+    import tempfile
+    import gtp_world
+    rows = integer(req, "rows", minimum=1)
+    G = integer(req, "gtp_size", minimum=1)
+    R = integer(req, "shard_rows", minimum=1)
+    cols = integer(req, "cols", minimum=1)
+    if G > 8 or R * G < rows or R > 4096:
+        raise BadRequest("need gtp_size <= 8, shard_rows * gtp_size >= rows, shard_rows <= 4096")
+    world = _gtp_ops(self)._world({"tp_size": 1, "gtp_size": G})
+    try:
+        out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "serialization_only": True,
+                                     "dir": os.path.join(tempfile.mkdtemp(prefix="ih-allpad-"), "ckpt")})
+    except gtp_world.WorldTaskError as exc:
+        raise OpError("megatron_error", str(exc), megatron_frame=exc.frame)
+    ranks = []
+    for r in out:
+        x = r["serialization_load"]
+        if x.get("ok"):
+            ranks.append({"ok": True, "rows": [None if c is None else list(c) for c in x["rows"]], "keys": x["keys"]})
+        else:
+            ranks.append({"ok": False, "error": x["error"], "frame": x.get("frame")})
+    return {"ranks": ranks}
+
+
+Ops.op_gtp_all_padding_load = _op_gtp_all_padding_load
 Ops.op_gtp_roundtrip = _op_gtp_roundtrip
 Ops.op_gtp_patches = _op_gtp_patches
 Ops.op_gtp_unpatched_save = _op_gtp_unpatched_save

@@ -823,9 +823,10 @@ def task_ordering(ctx, p):
     dist.barrier()
     dist_checkpointing.save(tree(shard), d)
     dist.barrier()
-    for name, fn in (("serialization_load", lambda: dist_checkpointing.load(tree(torch.zeros(R, C, dtype=torch.float64)), d)),
-                     ("to_state_dict", lambda: MCoreTensorAwareStateDict.from_state_dict(tree(shard), algo="atomic")[0]
-                      .to_state_dict(tree(torch.zeros(R, C, dtype=torch.float64)), algo="atomic"))):
+    orders = (("serialization_load", lambda: dist_checkpointing.load(tree(torch.zeros(R, C, dtype=torch.float64)), d)),
+              ("to_state_dict", lambda: MCoreTensorAwareStateDict.from_state_dict(tree(shard), algo="atomic")[0]
+                      .to_state_dict(tree(torch.zeros(R, C, dtype=torch.float64)), algo="atomic")))
+    for name, fn in orders[: 1 if p.get("serialization_only") else 2]:
         try:
             loaded = fn()
             w = loaded["mixer"]["in_proj.weight"]

@@ -488,3 +488,39 @@ def _register_declared(name, bug_class, description, target, make):
 
 for _row in GTP_MUTANTS:
     _register_declared(*_row)
+
+
+@mutant("merge_factories_first", "serialization.load applies the factory merges to the loaded shards before "
+        "merging them with the common and nonpersistent parts (to_state_dict's order): a factory whose "
+        "build held a LocalNonpersistentObject (an all-padding GTP rank) no longer finds it", 11)
+def _merge_factories_first(M):
+    import megatron.core.dist_checkpointing.serialization as ser
+    from megatron.core.dist_checkpointing.strategies import torch as strategies_torch
+    held = {}
+    preprocess, merge, factory_merges = ser.load_preprocess, ser.merge, ser.apply_factory_merges
+    strategy_load = strategies_torch.TorchDistLoadShardedStrategy.load
+
+    def load_preprocess(sharded_state_dict):
+        out = preprocess(sharded_state_dict)
+        held["factories"], held["done"] = out[2], False
+        return out
+
+    def load(self, *args, **kwargs):
+        out = strategy_load(self, *args, **kwargs)
+        held["loaded"] = id(out)
+        return out
+
+    def merge_first(x1, x2, *args, **kwargs):
+        if held.get("loaded") == id(x2) and held.get("factories") is not None:
+            x2 = factory_merges(x2, held["factories"])
+            held["done"] = True
+        return merge(x1, x2, *args, **kwargs)
+
+    def merges(x1, x2, *args, **kwargs):
+        if held.get("done"):
+            held["done"] = False
+            return x1
+        return factory_merges(x1, x2, *args, **kwargs)
+
+    ser.load_preprocess, ser.merge, ser.apply_factory_merges = load_preprocess, merge_first, merges
+    strategies_torch.TorchDistLoadShardedStrategy.load = load

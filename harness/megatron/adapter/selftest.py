@@ -349,6 +349,11 @@ def checks(supports=()):
                     and e["data"]["blocks"] == [[7, 0, 32]] and len(rep["result"]["ranks"]) == 4)
         C.append(("4.4 GTP parameter entry: composite offset (t*G+g)*R, padded global, writer (0,0,0), a view",
                   {"op": "gtp_param_entry", **gtp, "tp_rank": 1, "gtp_rank": 1}, {"pred": entry_ok}))
+        C.append(("3.8 serialization.load with all-padding GTP ranks (LNP in the factory's build): zeros, keys kept",
+                  {"op": "gtp_all_padding_load", "rows": 6, "gtp_size": 4, "shard_rows": 16, "cols": 2},
+                  {"pred": lambda rep: rep["ok"] and all(r["ok"] for r in rep["result"]["ranks"])
+                   and rep["result"]["ranks"][0]["rows"][5] == [0, 5] and rep["result"]["ranks"][0]["rows"][6] is None
+                   and all(x is None for x in rep["result"]["ranks"][3]["rows"])}))
         C.append(("shard-split design: 'not in this Megatron' unless the PR's factory is there",
                   {"op": "gtp_pieces", "design": "shard-split", **gtp, "tp_rank": 0, "gtp_rank": 0},
                   {"pred": lambda rep: (rep.get("unsupported") is True and "not in this Megatron" in rep["error"]["message"])
