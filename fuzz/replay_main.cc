@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   std::vector<std::filesystem::path> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::filesystem::path path(argv[i]);
+    if (!std::filesystem::exists(path)) continue;  // e.g. no minimized finding yet
     if (std::filesystem::is_directory(path)) {
       for (const auto& entry : std::filesystem::directory_iterator(path))
         if (entry.is_regular_file()) inputs.push_back(entry.path());

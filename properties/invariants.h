@@ -38,9 +38,11 @@ Broken segments_follow_vp_major_order(Implementation& impl, const std::vector<st
 
 // ---- retargeting (spec 2.4-2.7, 2.9) ---------------------------------------------------------
 
-/// True when `key` is a key a model can produce: it names at most one `decoder.layers.<n>.` and has
-/// no `decoder.final_norm.` after one. Outside these, Megatron's retarget is not idempotent either
-/// (a second pass renames the rest); checked against Megatron, see docs/guides/adding-a-fuzz-target.md.
+/// True when `key` is a key a model can produce: one pass of the key rewrite (remove the first
+/// layer index, or else rename the first `decoder.final_norm.`) leaves no layer index and no
+/// `decoder.final_norm.` behind. On other keys (two layer indices, a final norm beside a layer key,
+/// two final norms) Megatron's retarget is not idempotent either: a second pass rewrites them again
+/// (checked against megatron-core; docs/guides/adding-a-fuzz-target.md, "Triage").
 bool is_model_key(std::string_view key);
 /// True when every sharded entry's key is a model key.
 bool only_model_keys(const std::vector<FlatEntry>& entries);

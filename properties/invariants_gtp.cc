@@ -16,21 +16,21 @@ Broken gtp_piece_plans_tile(const SplitLayout& layout, const GtpPadding& padding
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> covered(layout.sections.size());
   for (std::int64_t t = 0; t < tp; ++t)
     for (std::int64_t g = 0; g < gtp; ++g) {
-      const std::string rank = "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + "): ";
+      const auto rank = [&] { return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + "): "; };  // on failure only
       const auto plan = gtp_piece_plan(layout, padding, tp, t, g);
-      if (!plan.ok()) return rank + "no plan for a valid layout: " + plan.error().message;
+      if (!plan.ok()) return rank() + "no plan for a valid layout: " + plan.error().message;
       std::int64_t shard_row = 0;
       for (const GtpPiece& piece : *plan) {
         if (piece.shard_row != shard_row || piece.rows <= 0)
-          return rank + "pieces are not the shard's rows in order (piece at shard row " + std::to_string(piece.shard_row) +
+          return rank() + "pieces are not the shard's rows in order (piece at shard row " + std::to_string(piece.shard_row) +
                  ", " + std::to_string(piece.rows) + " rows; expected row " + std::to_string(shard_row) + ")";
         if (piece.section >= layout.sections.size() || piece.global_rows != tp * layout.sections[piece.section])
-          return rank + "a piece's global rows differ from the non-GTP chunk's";
+          return rank() + "a piece's global rows differ from the non-GTP chunk's";
         covered[piece.section].emplace_back(piece.global_row_offset, piece.rows);
         shard_row += piece.rows;
       }
       if (shard_row != padding.real_rows(g))
-        return rank + "saves " + std::to_string(shard_row) + " rows, its real rows are " + std::to_string(padding.real_rows(g));
+        return rank() + "saves " + std::to_string(shard_row) + " rows, its real rows are " + std::to_string(padding.real_rows(g));
       if (t == 0 && padding.all_padding(g)) ++all_padding;
     }
   if (all_padding != padding.all_padding_ranks())

@@ -28,10 +28,14 @@ std::string show_entry(const FlatEntry& e) {
 }  // namespace
 
 bool is_model_key(std::string_view key) {
-  const auto first = find_decoder_layer(key);
-  if (!first) return true;
-  const std::string_view rest = key.substr(first->end);
-  return !find_decoder_layer(rest) && rest.find(kHybridFinalNorm) == std::string_view::npos;
+  // One pass of the key rewrite (spec 2.4): the first layer index removed, or else the first
+  // decoder.final_norm. renamed. A model key is one that rewrite leaves with nothing to rewrite.
+  std::string once(key);
+  if (const auto match = find_decoder_layer(key))
+    once = std::string(key.substr(0, match->begin)) + "decoder.layers." + std::string(key.substr(match->end));
+  else if (const std::size_t pos = key.find(kHybridFinalNorm); pos != std::string_view::npos)
+    once.replace(pos, kHybridFinalNorm.size(), kGptFinalNorm);
+  return !find_decoder_layer(once) && once.find(kHybridFinalNorm) == std::string::npos;
 }
 
 bool only_model_keys(const std::vector<FlatEntry>& entries) {
