@@ -627,6 +627,9 @@ def task_gdp_save_unpatched(ctx, p):
             out = task_gdp_save(ctx, dict(p, case="unpatched"))
         except Exception as exc:  # noqa: BLE001
             return {"failed": True, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    if out.get("mixer_error"):
+        err = out["mixer_error"]
+        return {"failed": True, "error": f"{err['type']}: {err['message'][:300]}", "frame": err.get("frame")}
     return {"failed": False, "pieces": len(out.get("pieces", []))}
 
 
