@@ -1,6 +1,7 @@
 #include "models/dcp_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <utility>
@@ -32,11 +33,18 @@ bool in_bounds(const Shape& size, const DcpWriteItem& c) {
   return true;
 }
 
+/// offset + size, saturated at the int64 limits (metadata may be hostile; Python ints do not wrap).
+std::int64_t end_of(std::int64_t offset, std::int64_t size) {
+  std::int64_t end = 0;
+  if (!__builtin_add_overflow(offset, size, &end)) return end;
+  return size > 0 ? INT64_MAX : INT64_MIN;
+}
+
 bool boxes_overlap(const DcpWriteItem& a, const DcpWriteItem& b) {
-  const std::size_t n = std::min(a.offsets.size(), b.offsets.size());
+  const std::size_t n = std::min({a.offsets.size(), b.offsets.size(), a.sizes.size(), b.sizes.size()});
   for (std::size_t i = 0; i < n; ++i) {
-    if (a.offsets[i] >= b.offsets[i] + b.sizes[i]) return false;
-    if (b.offsets[i] >= a.offsets[i] + a.sizes[i]) return false;
+    if (a.offsets[i] >= end_of(b.offsets[i], b.sizes[i])) return false;
+    if (b.offsets[i] >= end_of(a.offsets[i], a.sizes[i])) return false;
   }
   return true;
 }
@@ -60,7 +68,7 @@ void sweep_overlaps(const std::string& key, const Shape& size, const std::vector
   for (std::size_t idx : order) {
     const DcpWriteItem& current = *chunks[idx];
     const std::int64_t start = current.offsets.size() > sweep ? current.offsets[sweep] : 0;
-    const std::int64_t end = start + (current.sizes.size() > sweep ? current.sizes[sweep] : 0);
+    const std::int64_t end = end_of(start, current.sizes.size() > sweep ? current.sizes[sweep] : 0);
     // Drop every active chunk that ends at or before this one starts.
     active.erase(active.begin(), std::upper_bound(active.begin(), active.end(),
                                                   std::make_pair(start, static_cast<std::size_t>(-1))));

@@ -98,3 +98,22 @@ TEST(DcpPlan, ExampleBPieces) {
 
 }  // namespace
 }  // namespace ih
+
+namespace ih {
+namespace {
+
+TEST(DcpPlan, HostileSizesDoNotWrap) {
+  GlobalMetadata meta;
+  ShardedTensor a;
+  a.key = "w", a.local_shape = {INT64_MAX}, a.global_shape = {INT64_MAX}, a.global_offset = {1};
+  a.replica_id = ReplicaId::tuple({0, 0, 0});
+  ShardedTensor b = a;
+  b.global_offset = {INT64_MAX - 1};
+  meta.tensors = {{0, a}, {1, b}};
+  const auto errors = dcp_validate_save_plan(meta).errors;
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors.front().find("out of bounds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ih
