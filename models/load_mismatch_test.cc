@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "models/checkpoint_model.h"
+#include "models/gtp_layout.h"
 
 namespace ih {
 namespace {
@@ -54,6 +55,34 @@ TEST(AllowShapeMismatch, WithoutTheFlagAShapeChangeIsRefused) {
   ShardedTensor other = row_entry(0, 10, 20, 0, true);
   other.key = "absent";
   EXPECT_EQ(read_value(c.index, other).error().kind, ErrorKind::load_not_covered);  // a missing key is never zero-filled
+}
+
+GtpFactoryParams composite(std::int64_t t, std::int64_t g, std::int64_t gtp, std::int64_t pad, std::uint64_t storage) {
+  GtpFactoryParams p;
+  p.key = "in_proj";
+  p.layout = gdp_in_proj_layout({10, 3, 2, 3}).value();  // D = 60 per TP rank (spec 4.9)
+  p.tp_size = 2, p.tp_rank = t, p.gtp_size = gtp, p.gtp_rank = g, p.pad_alignment = pad, p.cols = 2;
+  p.replica_id = ReplicaId::tuple({0, 0, 0});
+  const GtpPadding padding = gtp_padding_of(p).value();
+  if (storage) p.shard = TensorValue::of_storage(storage, {padding.shard_rows, 2}, "bfloat16");
+  return p;
+}
+
+// Addendum B, consequence: the composite entry puts TP rank t at rows t*D'. Saved at T = 2, G = 2,
+// p = 16 (D' = 64) and loaded at G = 4, p = 32 (D' = 128), allow_shape_mismatch lifts the shape
+// check and the rows land on the wrong TP rank: loader (t=0, g=2) reads saved TP rank 1's first
+// shard, loader (t=1, g=0) reads nothing (zeros). Inferred from the code; what Megatron does.
+TEST(AllowShapeMismatch, TpBlocksMoveWhenThePaddingChanges) {
+  std::vector<StateNode> trees;
+  for (std::int64_t t = 0; t < 2; ++t)
+    for (std::int64_t g = 0; g < 2; ++g)
+      trees.push_back(StateNode(StateDict{{std::string("w"),
+                                           StateNode(gtp_composite_tensor(composite(t, g, 2, 16, 10 + 2 * t + g)).value())}}));
+  const Checkpoint c = save_checkpoint(trees).value();
+  const ShardedTensor t0g2 = gtp_composite_tensor(composite(0, 2, 4, 32, 0)).value();
+  EXPECT_EQ(read_value(c.index, t0g2).value().blocks, (std::vector<RowBlock>{{12, 0, 32}}));  // TP rank 1's rows
+  const ShardedTensor t1g0 = gtp_composite_tensor(composite(1, 0, 4, 32, 0)).value();
+  EXPECT_EQ(read_value(c.index, t1g0).value().blocks, (std::vector<RowBlock>{{0, 0, 32}}));  // all zero
 }
 
 }  // namespace
