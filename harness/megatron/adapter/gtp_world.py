@@ -491,11 +491,24 @@ def _wrap_gtp(ctx, module, pad_for_alignment, replica_group):
     saved = gtp.GTP_CONFIG.pad_for_alignment
     gtp.GTP_CONFIG.pad_for_alignment = pad_for_alignment
     try:
-        gtp.wrap_module_params_gtp(module, ["weight"], ctx.gtp_group, replica_group=replica_group)
+        _call_wrap(gtp, module, ctx.gtp_group, replica_group=replica_group)
     finally:
         gtp.GTP_CONFIG.pad_for_alignment = saved
     module.weight.requires_grad_(False)
     return module.weight
+
+
+def _call_wrap(gtp, module, group, replica_group=None, is_grouped=False):
+    """wrap_module_params_gtp with the arguments this checkout's signature has (older checkouts
+    stamp no replica group: their writer election is then whatever their code does)."""
+    import inspect
+    params = inspect.signature(gtp.wrap_module_params_gtp).parameters
+    kwargs = {}
+    if "replica_group" in params:
+        kwargs["replica_group"] = replica_group
+    if "is_grouped" in params and is_grouped:
+        kwargs["is_grouped"] = is_grouped
+    gtp.wrap_module_params_gtp(module, ["weight"], group, **kwargs)
 
 
 def _standin_mixer(ctx, p):
@@ -939,8 +952,8 @@ def task_election(ctx, p):
     saved = gtp.GTP_CONFIG.pad_for_alignment
     gtp.GTP_CONFIG.pad_for_alignment = int(p["pad_for_alignment"])
     try:
-        gtp.wrap_module_params_gtp(module, ["weight"], groups["gtp"][0], is_grouped=is_expert,
-                                   replica_group=groups["replica"][0] if p.get("caller") else None)
+        _call_wrap(gtp, module, groups["gtp"][0], is_grouped=is_expert,
+                   replica_group=groups["replica"][0] if p.get("caller") else None)
     finally:
         gtp.GTP_CONFIG.pad_for_alignment = saved
     weight = module.weight

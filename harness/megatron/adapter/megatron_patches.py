@@ -29,7 +29,7 @@ PATCHES = (
     ("gtp_api.HAVE_GTP", "megatron.core.tensor_parallel.gtp_api", "HAVE_GTP", False, True,
      "HAVE_GTP = HAVE_TE"),
     ("gated_delta_product.HAVE_GTP", "megatron.core.ssm.gated_delta_product", "HAVE_GTP", False, True,
-     "in_proj_gtp_remat_size > 1 and HAVE_GTP and is_gtp_param(self.in_proj.weight)"),
+     "HAVE_GTP and is_gtp_param(self.in_proj.weight)"),
     ("gated_delta_product.is_gtp_param", "megatron.core.ssm.gated_delta_product", "is_gtp_param", None,
      _gtp_is_gtp_param, "is_gtp_param = None"),
     ("mamba_mixer.HAVE_GTP", "megatron.core.ssm.mamba_mixer", "HAVE_GTP", False, True,
