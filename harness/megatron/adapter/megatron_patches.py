@@ -49,6 +49,26 @@ WHY = {
 }
 
 
+# Patches whose target may be absent from an older checkout without making the GDP path unusable:
+# Mamba's GTP branch came separately. Absent, the patch is recorded "not_applicable" (with the
+# reason) and Megatron's Mamba code runs as it is; present but changed is still an error.
+OPTIONAL = {"mamba_mixer.HAVE_GTP", "mamba_mixer.is_gtp_param"}
+
+
+def _check_or_optional(name, module_name, attr, unpatched, snippet):
+    try:
+        return check(name, module_name, attr, unpatched, snippet)
+    except PatchError as exc:
+        if name in OPTIONAL:
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:  # noqa: BLE001
+                return None, str(exc)
+            if getattr(module, attr, _ABSENT) is _ABSENT:
+                return None, str(exc)
+        raise
+
+
 def check(name, module_name, attr, unpatched, snippet):
     """(module, needed) for one patch, or PatchError when it no longer matches the checkout."""
     try:
@@ -75,9 +95,12 @@ def apply():
     out = []
     # Check every patch before applying any: a module imported after gtp_api was patched would
     # copy the patched HAVE_GTP and look as if it needed nothing.
-    checked = [check(name, module_name, attr, unpatched, snippet)
+    checked = [_check_or_optional(name, module_name, attr, unpatched, snippet)
                for name, module_name, attr, unpatched, _, snippet in PATCHES]
     for (name, module_name, attr, unpatched, replacement, snippet), (module, needed) in zip(PATCHES, checked):
+        if module is None:  # an optional patch whose code is not in this checkout (recorded, see OPTIONAL)
+            out.append({"name": name, "applied": False, "not_applicable": needed, "why": WHY[name]})
+            continue
         if needed:
             value = replacement() if callable(replacement) else replacement
             ORIGINALS[name] = (module, attr, getattr(module, attr), value)
