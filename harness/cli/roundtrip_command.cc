@@ -124,7 +124,9 @@ int worlds_command(const ParsedArgs& args) {
     }
     scenarios.push_back(*s);
   } else if (args.has("all")) {
-    for (const auto& name : world_scenario_names()) {
+    std::vector<std::string> names = world_scenario_names();
+    for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
+    for (const auto& name : names) {
       auto s = make_world_scenario(name, save_ranks, load_ranks);
       if (s.ok()) scenarios.push_back(*s);
       else if (s.error().kind == ErrorKind::unsupported) not_run.push_back(name + ": " + s.error().message);
@@ -172,7 +174,55 @@ int worlds_command(const ParsedArgs& args) {
               << "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)\n";
     return kExitHarnessError;
   }
-  auto report = run_world_roundtrips(scenarios, options);
+  // GDP/GTP scenarios need a Megatron with GDP + GTP (the Megatron-LM snapshot of
+  // ci/megatron-snapshot.sh): their own pair of worlds on that checkout.
+  std::vector<WorldScenario> gpt_scenarios, gtp_scenarios;
+  for (const auto& s : scenarios) (s.kind == "gdp_gtp" ? gtp_scenarios : gpt_scenarios).push_back(s);
+  std::optional<std::string> snapshot = args.value("megatron-path");
+  if (!gtp_scenarios.empty() && !snapshot) {
+    const std::filesystem::path root = std::filesystem::path(IH_SOURCE_DIR_PATH) / "build" / "megatron-snapshot";
+    std::error_code ec;
+    for (int attempt = 0; attempt < 2 && !snapshot; ++attempt) {
+      if (std::filesystem::is_directory(root, ec))
+        for (const auto& d : std::filesystem::directory_iterator(root, ec))
+          if (std::filesystem::exists(d.path() / "megatron" / "core" / "ssm" / "gated_delta_product.py")) snapshot = d.path().string();
+      if (!snapshot && attempt == 0) {
+        options.progress("extracting the Megatron-LM snapshot (bash ci/megatron-snapshot.sh) for the GTP scenarios");
+        (void)run_child({"bash", std::string(IH_SOURCE_DIR_PATH) + "/ci/megatron-snapshot.sh"}, std::chrono::seconds(600),
+                        [](const std::string&) {});
+      }
+    }
+    if (!snapshot) {
+      for (const auto& s : gtp_scenarios)
+        progress << "roundtrip: NOT RUN " << s.name << ": no Megatron-LM checkout with GDP + GTP (ci/megatron-snapshot.sh)\n";
+      gtp_scenarios.clear();
+    }
+  }
+  if (gpt_scenarios.empty() && gtp_scenarios.empty()) {
+    std::cerr << "ERROR: harness_error: nothing could run\n";
+    return kExitHarnessError;
+  }
+  Result<WorldRunReport> report = WorldRunReport{};
+  for (auto* group : {&gpt_scenarios, &gtp_scenarios}) {
+    if (group->empty() || !report.ok()) continue;
+    WorldRunOptions o = options;
+    if (group == &gtp_scenarios) {
+      o.megatron_path = snapshot;
+      o.work = work.path / "gtp";
+      progress << "roundtrip: GTP scenarios on the Megatron-LM checkout " << *snapshot << "\n";
+    } else {
+      o.work = work.path / "gpt";
+    }
+    auto part = run_world_roundtrips(*group, o);
+    if (!part.ok()) {
+      report = part.error();
+      break;
+    }
+    for (auto& sc : part->scenarios) report->scenarios.push_back(std::move(sc));
+    report->timed_out = report->timed_out || part->timed_out;
+    report->harness_fault = report->harness_fault || part->harness_fault;
+    for (auto& f : part->faults) report->faults.push_back(std::move(f));
+  }
   if (!report.ok()) {
     const auto kind = report.error().kind;
     if (kind == ErrorKind::unsupported) {

@@ -9,7 +9,9 @@
 #include "codec/json_codec.h"
 #include "models/checked_math.h"
 #include "models/flat_state.h"
+#include "models/gdp_layout.h"
 #include "models/gpt_layer_maps.h"
+#include "models/gtp_layout.h"
 #include "models/retarget.h"
 
 namespace ih {
@@ -135,6 +137,14 @@ std::string WorldLayout::text() const {
   return s + " (" + std::to_string(ranks()) + (ranks() == 1 ? " rank)" : " ranks)");
 }
 
+std::string WorldScenario::layout_text(bool save_side) const {
+  if (kind != "gdp_gtp") return (save_side ? save : load).text();
+  const GtpWorld& w = save_side ? gtp_save : gtp_load;
+  const std::int64_t n = w.tp * w.gtp;
+  return "TP=" + std::to_string(w.tp) + " GTP=" + std::to_string(w.gtp) + " p=" + std::to_string(w.pad_alignment) + " (" +
+         std::to_string(n) + (n == 1 ? " rank)" : " ranks)");
+}
+
 RankLayout WorldLayout::rank_layout(std::int64_t r) const {
   RankLayout l;
   l.tp = tp, l.tp_rank = r % tp;
@@ -149,12 +159,13 @@ std::vector<std::string> world_scenario_names() {
   return {"gpt_hybrid_tp", "gpt_hybrid_tp_pp", "gpt_hybrid_pp_tp", "gpt_hybrid_moe_ep", "dp_replicas"};
 }
 
+std::vector<std::string> gtp_world_scenario_names() { return {"gdp_in_proj_gtp"}; }
+
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
-  return {{"gdp_in_proj_gtp",
-           "GDP in_proj under GTP/TP changes is not in worlds mode yet: the GTP stand-in world "
-           "(harness/megatron/adapter/gtp_world.py, its own forked gloo worlds on the Megatron-LM snapshot) is not "
-           "wired into the mpirun ranks, and the C++ plan has no oracle segments for GTP shards"}};
+  return {{"gdp_in_proj_shard_split",
+           "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the gather design runs"}};
 }
+
 
 Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {
   if (a < 1 || b < 1 || a > 8 || b > 8)
@@ -187,6 +198,22 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     s.optimizer = true;
     const std::int64_t sep = std::min<std::int64_t>(a, 4), lep = std::min<std::int64_t>(b, 4);
     s.save.ep = sep, s.save.tp = a / sep, s.load.ep = lep, s.load.tp = b / lep;
+  } else if (name == "gdp_in_proj_gtp") {
+    // d_inner 8, ngroups x d_state 4, 2 heads, one Householder: D = 28 / T TP-local rows; with
+    // p = 16 and G = 2 the aligned block is 32 rows, so at T = 2 (D = 14 < p x G) GTP rank 1
+    // holds only padding, at T = 1 (D = 28) its shard ends in 4 pad rows.
+    s.kind = "gdp_gtp";
+    s.description = "GDP in_proj (gather design) across a GTP x TP change, rows < p x G, all-padding GTP ranks";
+    const auto world = [&](std::int64_t n) -> Result<GtpWorld> {
+      if (n == 1) return GtpWorld{1, 1, 16};
+      if (n == 2) return GtpWorld{1, 2, 16};
+      if (n == 4) return GtpWorld{2, 2, 16};
+      return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
+    };
+    IH_TRY_ASSIGN(sw, world(a));
+    IH_TRY_ASSIGN(lw, world(b));
+    s.gtp_save = sw, s.gtp_load = lw;
+    s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;  // world sizes (rank = t * G + g)
   } else if (name == "dp_replicas") {
     s.description = "DP=2 replicas on both sides (exactly one writer per shard), TP change";
     if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need DP=2");
@@ -247,7 +274,149 @@ Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t a, 
   return s;
 }
 
+namespace {
+
+/// Segments of rows [first, first + rows) of a factory's data, renumbered from 0 (a GTP shard of
+/// the gathered TP-local weight): the reference factory's segments clipped to the window.
+std::vector<Segment> window(const std::vector<Segment>& segs, std::int64_t first, std::int64_t rows) {
+  std::vector<Segment> out;
+  for (const Segment& seg : segs) {
+    const std::int64_t lo = std::max(seg.begin, first), hi = std::min(seg.begin + seg.rows, first + rows);
+    if (lo >= hi) continue;
+    Segment w = seg;
+    w.begin = lo - first;
+    w.rows = hi - lo;
+    w.global_offset[static_cast<std::size_t>(seg.prepend)] += lo - seg.begin;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+struct GtpRank {
+  std::vector<Segment> shard;  // the (R, C) shard's rows
+  Shape shard_shape;
+  std::vector<Segment> full;   // the gathered (D, C) rows, for the writers
+  bool main_replica = false;
+};
+
+Result<GtpRank> gtp_rank(const GtpWorld& w, std::int64_t cols, std::int64_t rank, const std::string& key) {
+  GdpDims dims;
+  dims.d_inner_local = 8 / w.tp, dims.group_state_local = 4 / w.tp, dims.nheads_local = 2 / w.tp, dims.householder = 1;
+  IH_TRY_ASSIGN(layout, gdp_in_proj_layout(dims));
+  GtpFactoryParams params;
+  params.key = key;
+  params.layout = layout;
+  params.tp_size = w.tp, params.tp_rank = rank / w.gtp;
+  params.gtp_size = w.gtp, params.gtp_rank = rank % w.gtp;
+  params.pad_alignment = w.pad_alignment;
+  params.cols = cols;
+  params.replica_id = ReplicaId::tuple({0, 0, params.gtp_rank});  // rank in the GTP-inclusive dp_cp group
+  IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  params.shard = TensorValue::of_storage(1, {padding.shard_rows, cols});
+  IH_TRY_ASSIGN(factory, make_gtp_factory(GtpSaveDesign::gather, params));
+  GtpRank out;
+  IH_TRY_ASSIGN(full, factory_segments(factory));
+  out.full = full;
+  out.shard = window(full, params.gtp_rank * padding.shard_rows, padding.shard_rows);
+  out.shard_shape = {padding.shard_rows, cols};
+  out.main_replica = factory.replica_id.is_main();
+  return out;
+}
+
+/// The GDP in_proj scenario: the mixer's state is built by Megatron's own code in the workers
+/// (gtp_world.py's stand-in); the plan gives each rank the segments of its GTP shard.
+Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std::filesystem::path& dir) {
+  const std::string key = "decoder.layers.0.mixer.in_proj.weight", path = key;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+  const auto gtp_json = [](const GtpWorld& w) { return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}}; };
+  const auto layout_json = [&](const GtpWorld& w) -> Result<Json> {
+    GdpDims dims;
+    dims.d_inner_local = 8 / w.tp, dims.group_state_local = 4 / w.tp, dims.nheads_local = 2 / w.tp, dims.householder = 1;
+    IH_TRY_ASSIGN(layout, gdp_in_proj_layout(dims));
+    return Json{{"sections", layout.sections}, {"names", layout.names}, {"cols", s.gdp_cols},
+                {"pad_for_alignment", w.pad_alignment}};
+  };
+  std::map<std::string, Shape> shapes;
+  std::map<std::pair<std::string, Shape>, std::vector<std::int64_t>> writers;
+  std::vector<GtpRank> save_ranks, load_ranks;
+  for (std::int64_t r = 0; r < s.gtp_save.tp * s.gtp_save.gtp; ++r) {
+    IH_TRY_ASSIGN(g, gtp_rank(s.gtp_save, s.gdp_cols, r, key));
+    for (const Segment& seg : g.full) {
+      shapes.emplace(seg.key, seg.global_shape);
+      if (g.main_replica) writers[{seg.key, seg.global_offset}].push_back(r);
+    }
+    save_ranks.push_back(std::move(g));
+  }
+  std::map<std::string, std::int64_t> key_id;
+  Json catalogue_keys = Json::array();
+  WorldPlanStats stats;
+  for (const auto& [k, shape] : shapes) {
+    key_id[k] = static_cast<std::int64_t>(key_id.size()) + 1;
+    catalogue_keys.push_back(Json{{"id", key_id[k]}, {"key", k}, {"global_shape", shape}});
+    stats.saved_elements += numel(shape);
+  }
+  stats.gpt_keys = static_cast<std::int64_t>(shapes.size());
+  const auto seg_list = [&](const std::vector<Segment>& segs) -> Result<Json> {
+    Json list = Json::array();
+    for (const Segment& seg : segs) {
+      auto it = key_id.find(seg.key);
+      if (it == key_id.end()) return make_error(ErrorKind::harness_error, "GTP key '" + seg.key + "' is not saved");
+      list.push_back(segment_json(seg, it->second));
+    }
+    return list;
+  };
+  IH_TRY_ASSIGN(save_layout, layout_json(s.gtp_save));
+  IH_TRY_ASSIGN(load_layout, layout_json(s.gtp_load));
+  for (std::size_t r = 0; r < save_ranks.size(); ++r) {
+    IH_TRY_ASSIGN(fill, seg_list(save_ranks[r].shard));
+    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
+                             Json{{"kind", "gdp_gtp"}, {"gtp", gtp_json(s.gtp_save)}, {"layout", save_layout},
+                                  {"fill", Json{{path, fill}}}}));
+  }
+  std::map<std::string, std::vector<char>> covered;
+  for (const auto& [k, shape] : shapes) covered[k].assign(static_cast<std::size_t>(numel(shape)), 0);
+  for (std::int64_t r = 0; r < s.gtp_load.tp * s.gtp_load.gtp; ++r) {
+    IH_TRY_ASSIGN(g, gtp_rank(s.gtp_load, s.gdp_cols, r, key));
+    IH_TRY_ASSIGN(segs, seg_list(g.shard));
+    for (const Segment& seg : g.shard) {
+      const std::int64_t inner = s.gdp_cols;
+      for (std::int64_t row = 0; row < seg.rows; ++row)
+        for (std::int64_t c = 0; c < inner; ++c) {
+          const std::int64_t lin = (seg.global_offset[0] + row) * seg.global_shape[1] + seg.global_offset[1] + c;
+          auto& bits = covered[seg.key];
+          if (lin >= 0 && lin < static_cast<std::int64_t>(bits.size())) bits[static_cast<std::size_t>(lin)] = 1;
+        }
+    }
+    stats.expected_elements += numel(g.shard_shape);
+    IH_TRY_STATUS(write_json(dir / ("load_rank_" + std::to_string(r) + ".json"),
+                             Json{{"kind", "gdp_gtp"}, {"gtp", gtp_json(s.gtp_load)}, {"layout", load_layout}}));
+    IH_TRY_STATUS(write_json(
+        dir / ("oracle_rank_" + std::to_string(r) + ".json"),
+        Json{{"rank", r},
+             {"tensors", Json::array({Json{{"path", path}, {"local_shape", g.shard_shape}, {"segments", segs}, {"fresh", false}}})},
+             {"objects", Json::array()},
+             {"plain", Json::array()}}));
+  }
+  for (const auto& [k, bits] : covered) stats.uncovered_elements += std::count(bits.begin(), bits.end(), 0);
+  Json expected_writers = Json::array();
+  for (const auto& [chunk, ranks] : writers) {
+    if (ranks.size() != 1)
+      return make_error(ErrorKind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " + chunk.first);
+    expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
+  }
+  stats.expected_writers = static_cast<std::int64_t>(expected_writers.size());
+  IH_TRY_STATUS(write_json(dir / "catalogue.json",
+                           Json{{"keys", catalogue_keys}, {"fresh_keys", Json::array()}, {"writers", expected_writers},
+                                {"saved_plain", Json::object()}, {"uncovered_elements", stats.uncovered_elements}}));
+  return stats;
+}
+
+}  // namespace
+
 Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::filesystem::path& dir) {
+  if (s.kind == "gdp_gtp") return write_gdp_gtp_scenario(s, dir);
   IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(s.pattern));
   const std::int64_t layers = maps.num_gpt_layers;
   if (layers % s.save.pp != 0)

@@ -26,18 +26,31 @@ struct WorldLayout {
   RankLayout rank_layout(std::int64_t world_rank) const;
 };
 
+/// The GDP in_proj under GTP (kind gdp_gtp): world rank r = t * G + g (DP = 1).
+struct GtpWorld {
+  std::int64_t tp = 1, gtp = 1, pad_alignment = 0;
+};
+
 struct WorldScenario {
   std::string name;
+  std::string kind = "gpt_hybrid";  // or "gdp_gtp": the GDP mixer's in_proj, saved with the gather design
+  GtpWorld gtp_save, gtp_load;      // kind gdp_gtp only
+  std::int64_t gdp_cols = 16;        // C of the in_proj (kind gdp_gtp)
   std::string description;
   std::string pattern = "M*-M*-";  // the hybrid model that loads
   bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)
   bool optimizer = false;          // model-space optimizer states (exp_avg, exp_avg_sq, fp32_param)
   ModelConfig config;
   WorldLayout save, load;
+  /// The save (or load) world's layout in words (TP/PP/EP/DP, or TP/GTP/p for gdp_gtp).
+  std::string layout_text(bool save_side) const;
 };
 
 /// The names `--all` runs, in order.
 std::vector<std::string> world_scenario_names();
+/// Scenarios that run on the Megatron-LM snapshot with GDP + GTP (kind gdp_gtp), for `--all`.
+std::vector<std::string> gtp_world_scenario_names();
+
 /// Scenarios whose models exist in a Megatron extension the plan does not produce yet (the GDP
 /// in_proj under GTP): reported as not run, never passed. name -> reason.
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run();

@@ -314,9 +314,9 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     auto st = write_world_scenario(s, dir);
     if (!st.ok()) return st.error();
     stats[s.name] = *st;
-    plan_scenarios.push_back(Json{{"name", s.name}, {"dir", scenario_dir(s.name)}, {"pattern", s.pattern},
-                                  {"save", s.save.text()}, {"load", s.load.text()}});
-    o.progress(s.name + ": " + s.description + "; save " + s.save.text() + ", load " + s.load.text() + "; " +
+    plan_scenarios.push_back(Json{{"name", s.name}, {"kind", s.kind}, {"dir", scenario_dir(s.name)}, {"pattern", s.pattern},
+                                  {"save", s.layout_text(true)}, {"load", s.layout_text(false)}});
+    o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) + "; " +
                std::to_string(st->gpt_keys) + " GPT keys, " + std::to_string(st->saved_elements) + " elements saved, " +
                std::to_string(st->expected_elements) + " expected on the load ranks");
   }
@@ -328,7 +328,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   std::map<std::string, ScenarioOutcome> out;
   for (const WorldScenario& s : scenarios) {
     ScenarioOutcome& r = out[s.name];
-    r.name = s.name, r.description = s.description, r.save_layout = s.save.text(), r.load_layout = s.load.text();
+    r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true), r.load_layout = s.layout_text(false);
     r.save_ranks = save_ranks, r.load_ranks = load_ranks, r.device = o.device;
   }
 

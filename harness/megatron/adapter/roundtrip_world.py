@@ -265,7 +265,7 @@ def run(args):
     return 0
 
 
-class Staged(Exception):
+class _NoRetarget(Exception):
     pass
 
 
@@ -281,9 +281,47 @@ def set_stage(world, stage):
     return stage
 
 
+_GTP_CTX = {}
+
+
+def gtp_state(world, M, torch, rank_plan, values):
+    """The GDP mixer's sharded state dict on this rank, built by Megatron's own code on the GTP
+    stand-in of gtp_world.py (its groups, its stand-in mixer, its GPU-only patches): the in_proj
+    weight is wrapped by wrap_module_params_gtp (pads and slices to this rank's (R, C) shard),
+    then `values` (a function of the shard's shape) fills the shard before sharded_state_dict
+    runs, so the gathered copy carries the same values. Returns (state dict, in_proj path)."""
+    import gtp_world
+    g = rank_plan["gtp"]
+    key = (g["tp"], g["gtp"])
+    ctx = _GTP_CTX.get(key)
+    if ctx is None:
+        import megatron_patches
+        world.result["gtp_patches"] = megatron_patches.apply()
+        ctx = gtp_world.Ctx()
+        ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
+        ctx.size = world.size
+        ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
+        ctx.t, ctx.g = divmod(rest, g["gtp"])
+        ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
+        if ctx.size != g["tp"] * g["gtp"]:
+            raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
+        gtp_world._build_groups(ctx)
+        _GTP_CTX[key] = ctx
+    prefix = "decoder.layers.0.mixer."
+    mod, weight, mixer_cls = gtp_world._standin_mixer(ctx, rank_plan["layout"])
+    with torch.no_grad():
+        weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
+    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
+    return sd, prefix + "in_proj.weight", weight
+
+
 def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
     stage = set_stage(world, "save: build state")
     rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
+    if rank_plan.get("kind") == "gdp_gtp":
+        fill_segments = rank_plan["fill"]["decoder.layers.0.mixer.in_proj.weight"]
+        sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu"))
+        return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
     sd = {}
     for i, item in enumerate(rank_plan["entries"]):
         e, path, where = item["entry"], item["path"], f"save_rank_{world.rank}.json entry {i}"
@@ -304,6 +342,10 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
             sd[path] = e.get("value")
         elif kind == "local":
             sd[path] = M.LocalNonpersistentObject(e.get("value"))
+    return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
+
+
+def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device):
     nbytes = tensor_bytes(sd, torch)
     entry["bytes"] = nbytes
     entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
@@ -406,6 +448,11 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     rank_plan = read_json(os.path.join(sdir, f"load_rank_{world.rank}.json"))
     catalogue = read_json(os.path.join(sdir, "catalogue.json"))
     sd = {}
+    if rank_plan.get("kind") == "gdp_gtp":
+        # Sentinel -1 everywhere; Megatron's own wrap zeroes the pad rows of the shard.
+        sd, _, _ = gtp_state(world, M, torch, rank_plan,
+                             lambda shape: torch.full(shape, SENTINEL, dtype=torch.int64))
+        rank_plan = {"entries": [], "prefill": {}, "objects": {}}
     for i, item in enumerate(rank_plan["entries"]):
         e, path, where = item["entry"], item["path"], f"load_rank_{world.rank}.json entry {i}"
         kind = e["kind"]
@@ -433,9 +480,15 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         while True:
             time.sleep(60)
     stage = set_stage(world, "load: retarget (Megatron's gpt_compatible_layer_maps)")
+    if scenario.get("kind") == "gdp_gtp":
+        stage = set_stage(world, "load: no retarget (GDP -> GDP)")
     try:
+        if scenario.get("kind") == "gdp_gtp":
+            raise _NoRetarget()
         maps = M.interop.gpt_compatible_layer_maps(scenario["pattern"])
         M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
+    except _NoRetarget:
+        pass
     except BaseException as exc:
         raise staged(exc, stage)
     ckpt = os.path.join(sdir, "checkpoint")
@@ -480,6 +533,8 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     dump = {}
     plain_paths = {item["path"] for item in rank_plan["entries"] if item["entry"]["kind"] == "plain"}
     for path, value in loaded.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            value = value.to(torch.int64)  # the GTP stand-in's float64 holds the oracle's integers exactly
         if path in plain_paths:
             dump[path] = "json:" + json.dumps(value, default=repr)
         elif isinstance(value, torch.Tensor):

@@ -33,7 +33,7 @@ case "$case_name" in
     echo "$all" | grep -q 'save rank 1 died without a result' || fail "the killed rank is not named"
     echo "$all" | grep -q 'checkpoint NOT complete and never loaded' || fail "the checkpoint is not reported incomplete"
     echo "$all" | grep -q 'load world' && fail "an incomplete checkpoint was loaded"
-    [ -e "$keep/s_gpt_hybrid_pp_tp/checkpoint.complete" ] && fail "the checkpoint is marked complete"
+    [ -e "$keep/gpt/s_gpt_hybrid_pp_tp/checkpoint.complete" ] && fail "the checkpoint is marked complete"
     echo "$all" | grep -q ' 0 elements verified' || fail "elements were counted as verified" ;;
   hang)
     echo "$all" | grep -q 'hung rank 1 (pid [0-9]*): stage' || fail "the hung rank is not named"
