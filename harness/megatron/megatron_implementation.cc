@@ -26,7 +26,7 @@ const char* op_name(Operation op) {
     case Operation::gtp_merge: return "gtp_merge";
     case Operation::gtp_param_entry: return "gtp_param_entry";
     case Operation::load_state:
-    case Operation::integrity: return "";
+    case Operation::integrity: return "integrity_report";
   }
   return "";
 }
@@ -199,6 +199,28 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
     } else {
       out.errors.push_back(message);
     }
+  }
+  return out;
+}
+
+Result<IntegrityReport> MegatronImplementation::integrity(const GlobalMetadata& metadata,
+                                                         const std::optional<std::vector<std::string>>& reference_keys) {
+  json::Json entries = json::Json::array();
+  for (const RankedTensor& t : metadata.tensors) entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedObject& o : metadata.objects) entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
+  json::Json request{{"entries", std::move(entries)}};
+  if (reference_keys) request["reference_keys"] = *reference_keys;
+  IH_TRY_ASSIGN(result, call("integrity_report", std::move(request)));
+  IntegrityReport out;
+  for (const json::Json& p : result.value("problems", json::Json::array())) {
+    const std::string kind = p.value("kind", std::string());
+    std::optional<ProblemKind> parsed;
+    for (int k = 0; k <= static_cast<int>(ProblemKind::missing_object); ++k)
+      if (to_string(static_cast<ProblemKind>(k)) == kind) parsed = static_cast<ProblemKind>(k);
+    if (!parsed) return protocol_error("unknown problem kind '" + kind + "'", p);
+    IntegrityProblem problem{*parsed, p.value("key", std::string()), std::nullopt, {}, p.value("message", std::string())};
+    for (const json::Json& r : p.value("ranks", json::Json::array())) problem.ranks.push_back(r.get<std::int64_t>());
+    out.problems.push_back(std::move(problem));
   }
   return out;
 }

@@ -63,6 +63,9 @@ class MegatronImplementation : public Implementation {
                                   std::string_view prefix) override;
   Result<std::vector<ShardedTensor>> split_chunks(const ShardedTensor& orig, const SplitLayout& layout) override;
   Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override;
+  /// Megatron's per-key validation and DCP's global save-plan validation, as typed problems.
+  Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
+                                    const std::optional<std::vector<std::string>>& reference_keys) override;
   Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) override;
   Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
   Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
