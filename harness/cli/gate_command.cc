@@ -9,6 +9,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/install/data_dir.h"
 #include "harness/gate/gate.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
@@ -17,9 +18,6 @@
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
 
-#ifndef IH_DEFAULT_CORPUS_DIR
-#define IH_DEFAULT_CORPUS_DIR "corpus"
-#endif
 
 namespace ih::cli {
 namespace {
@@ -45,7 +43,7 @@ const std::vector<FlagSpec> kGateFlags = [] {
   return flags;
 }();
 
-std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(IH_DEFAULT_CORPUS_DIR); }
+std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(install::corpus_dir().string()); }
 
 TargetSpec spec_of(const ParsedArgs& args) {
   return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path")};
@@ -193,7 +191,7 @@ int replay_gate_check(const ReproToken& token) {
   if (!seed.ok() || !cases.ok() || *seed < 0 || *cases < 1 || *cases > kMaxPropertyCases)
     return report_error(make_error(ErrorKind::invalid_argument, "token has a bad seed or cases option"), kExitBadInput);
   budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases;
-  budget.corpus = token.option("corpus").value_or(IH_DEFAULT_CORPUS_DIR);
+  budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
   auto checks = all_checks(budget, spec.target != "reference");
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   const auto found = std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });

@@ -8,13 +8,11 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/install/data_dir.h"
 #include "harness/targets/targets.h"
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
 
-#ifndef IH_DEFAULT_CORPUS_DIR
-#define IH_DEFAULT_CORPUS_DIR "corpus"
-#endif
 
 namespace ih::cli {
 namespace {
@@ -176,7 +174,7 @@ int pin_command(const std::vector<std::string>& argv) {
     auto property = props::property_of(*token);
     if (!property.ok()) return report_error(property.error(), kExitBadInput);
   }
-  const std::filesystem::path dir = std::filesystem::path(args->value("corpus").value_or(IH_DEFAULT_CORPUS_DIR)) / "regressions";
+  const std::filesystem::path dir = std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return report_error(make_error(ErrorKind::invalid_argument, "cannot create " + dir.string() + ": " + error.message()), kExitBadInput);
