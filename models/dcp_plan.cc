@@ -164,6 +164,7 @@ DcpPlanReport dcp_validate_save_plan(const GlobalMetadata& metadata, std::option
   std::int64_t world = 1;
   for (const RankedTensor& t : metadata.tensors) world = std::max(world, t.rank + 1);
   for (const RankedObject& o : metadata.objects) world = std::max(world, o.rank + 1);
+  if (metadata.world_size > world) world = metadata.world_size;
   if (world_size && *world_size > world) world = *world_size;
   std::vector<std::vector<DcpWriteItem>> plans(static_cast<std::size_t>(world));
   for (const RankedTensor& t : metadata.tensors) {

@@ -117,3 +117,22 @@ TEST(DcpPlan, HostileSizesDoNotWrap) {
 
 }  // namespace
 }  // namespace ih
+
+namespace ih {
+namespace {
+
+// Every rank sends a plan, even an empty one: a rank whose only chunk is gone still counts.
+TEST(DcpPlan, EmptyTrailingRanksStillPlan) {
+  ShardedTensor t;
+  t.key = "w", t.local_shape = {4, 1}, t.global_shape = {8, 1}, t.global_offset = {0, 0};
+  t.replica_id = ReplicaId::tuple({0, 0, 0});
+  GlobalMetadata meta;
+  meta.tensors = {{0, t}};
+  EXPECT_TRUE(dcp_validate_save_plan(meta).errors.empty());  // looks like a one-rank save
+  meta.world_size = 2;
+  ASSERT_EQ(dcp_validate_save_plan(meta).errors.size(), 1u);
+  EXPECT_EQ(dcp_validate_save_plan(meta).errors[0], "key:w invalid fill tensor-volume: 8 chunks-volume: 4");
+}
+
+}  // namespace
+}  // namespace ih

@@ -28,6 +28,9 @@ struct RankedObject {
 struct GlobalMetadata {
   std::vector<RankedTensor> tensors;
   std::vector<RankedObject> objects;
+  /// Ranks that took part in the save, entries or not (0: the highest rank seen + 1). DCP's fill
+  /// check depends on it: it runs only when more than one rank plans (models/dcp_plan.h).
+  std::int64_t world_size = 0;
 
   /// Appends the ST/SO leaves of one rank's save-preprocessed sharded tree (without data).
   void add_tree(std::int64_t rank, const StateNode& sharded);

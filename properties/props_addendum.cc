@@ -98,6 +98,7 @@ Verdict dcp_plan_checks(Implementation& impl, const GtpCase& c) {
   for (const RankBuild& r : *ranks)
     for (const ShardedTensor& p : r.pieces) all.tensors.push_back({r.t * c.gtp + r.g, p.without_data()});
   const std::int64_t world = c.tp * c.gtp;
+  all.world_size = world;  // every rank plans, even one left without entries
   IH_VERDICT_ASSIGN(clean, dcp_errors(impl, all));
   if (!clean.empty()) return "DCP rejects a valid shard-split save: " + clean.front();
   if (all.tensors.empty()) return "";
