@@ -41,9 +41,14 @@ for target in "${targets[@]}"; do
   mkdir -p "$seeds" "$work" "$findings"
   cp -n "$seeds"/* "$work"/ 2>/dev/null || true
   [ -d "$regressions" ] && cp -n "$regressions"/* "$work"/ 2>/dev/null || true
-  options=()
-  max_len=$(sed -n 's/^max_len *= *//p' fuzz/${target}_fuzzer.options 2>/dev/null || true)
-  [ -n "$max_len" ] && options+=(-max_len="$max_len")
+  options=()  # every key = value of the [libfuzzer] section becomes -key=value (OSS-Fuzz convention)
+  if [ -f fuzz/${target}_fuzzer.options ]; then
+    while IFS= read -r line; do
+      case "$line" in ''|'#'*|'['*) continue ;; esac
+      key=$(echo "${line%%=*}" | tr -d ' ') value=$(echo "${line#*=}" | tr -d ' ')
+      [ -n "$key" ] && options+=(-"$key"="$value")
+    done < fuzz/${target}_fuzzer.options
+  fi
   [ -s fuzz/${target}_fuzzer.dict ] && options+=(-dict=fuzz/${target}_fuzzer.dict)
   echo "INFO: fuzzing ${target} for ${seconds}s ($bin ${options[*]:-})"
   rm -f "$findings"/crash-* "$findings"/leak-* "$findings"/timeout-* "$findings"/oom-*
