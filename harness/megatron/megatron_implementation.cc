@@ -25,11 +25,13 @@ const char* op_name(Operation op) {
     case Operation::gtp_pieces: return "gtp_pieces";  // gather: the GDP mixer; shard split: the PR's factory
     case Operation::gtp_merge: return "gtp_merge";
     case Operation::gtp_param_entry: return "gtp_param_entry";
-    case Operation::load_state:
+    case Operation::load_state: return "load_state";
     case Operation::integrity: return "integrity_report";
   }
   return "";
 }
+
+json::Json data_json(const TensorValue& value);
 
 json::Json nullable(std::optional<std::string_view> text) { return text ? json::Json(std::string(*text)) : json::Json(nullptr); }
 json::Json nullable_int(std::optional<std::int64_t> v) { return v ? json::Json(*v) : json::Json(nullptr); }
@@ -146,7 +148,13 @@ Result<pattern::SegmentSelection> MegatronImplementation::select_segment(std::st
 }
 
 Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) {
-  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", json::entries_to_json(entries)}}));
+  json::Json encoded = json::entries_to_json(entries);
+  // The codec leaves a factory's own data out; Megatron's retargeting wraps it (LNP(factory.data))
+  // for fresh layers, so it travels with the factory entry.
+  for (std::size_t i = 0; i < entries.size() && i < encoded.size(); ++i)
+    if (const auto* f = std::get_if<ShardedTensorFactory>(&entries[i].entry); f && f->data)
+      encoded[i]["entry"]["data"] = data_json(*f->data);
+  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", std::move(encoded)}}));
   return json::entries_from_json(result.value("entries", json::Json()));
 }
 
@@ -381,6 +389,114 @@ Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryPa
   IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
   if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("the parameter entry is not a tensor", entry);
   return std::get<ShardedTensor>(std::move(leaf));
+}
+
+namespace {
+
+Result<json::Json> node_json(const StateNode& node) {
+  if (node.is_dict()) {
+    json::Json items = json::Json::array();
+    for (const DictItem& item : node.dict()) {
+      IH_TRY_ASSIGN(child, node_json(item.value));
+      json::Json key = std::holds_alternative<std::string>(item.key) ? json::Json(std::get<std::string>(item.key))
+                                                                     : json::Json(std::get<std::int64_t>(item.key));
+      items.push_back(json::Json::array({key, child}));
+    }
+    return json::Json::array({"dict", items});
+  }
+  if (node.is_list()) {
+    json::Json items = json::Json::array();
+    for (const StateNode& child : node.list()) {
+      IH_TRY_ASSIGN(c, node_json(child));
+      items.push_back(c);
+    }
+    return json::Json::array({"list", items});
+  }
+  if (std::holds_alternative<ShardedTensorFactory>(node.leaf()))
+    return json::Json::array({"leaf", json::Json{{"kind", "factory"}}});
+  return json::Json::array({"leaf", json::leaf_to_json(node.leaf())});
+}
+
+Result<StateNode> node_from_json(const json::Json& node, const std::string& dtype_hint) {
+  if (!node.is_array() || node.empty() || !node[0].is_string()) return make_error(ErrorKind::harness_error, "adapter protocol: bad load_state tree node " + json::dump(node));
+  const std::string kind = node[0].get<std::string>();
+  if (kind == "dict") {
+    StateDict out;
+    for (const json::Json& item : node[1]) {
+      IH_TRY_ASSIGN(child, node_from_json(item[1], dtype_hint));
+      DictKey key = item[0].is_string() ? DictKey(item[0].get<std::string>()) : DictKey(item[0].get<std::int64_t>());
+      out.push_back({std::move(key), std::move(child)});
+    }
+    return StateNode(std::move(out));
+  }
+  if (kind == "list") {
+    StateList out;
+    for (const json::Json& item : node[1]) {
+      IH_TRY_ASSIGN(child, node_from_json(item, dtype_hint));
+      out.push_back(std::move(child));
+    }
+    return StateNode(std::move(out));
+  }
+  if (kind == "tensor") return StateNode(Leaf(TensorValue{}));  // filled by the caller (needs the request's dtype)
+  if (kind == "local") {
+    IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", node[1]}}));
+    const auto& payload = std::get<LocalNonpersistent>(leaf).payload;
+    if (const auto* t = std::get_if<TensorValue>(&payload)) return StateNode(Leaf(*t));
+    if (const auto* o = std::get_if<ObjectRef>(&payload)) return StateNode(Leaf(*o));
+    return StateNode(Leaf(LocalNonpersistent{}));
+  }
+  if (kind == "object" && node[1].is_number_integer()) return StateNode(Leaf(ObjectRef{node[1].get<std::uint64_t>()}));
+  IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "plain"}, {"value", node[1]}}));
+  return StateNode(std::move(leaf));
+}
+
+/// Fills the tensors of `out` (decoded from `node`) with their row blocks, the dtype from the request.
+void fill_tensors(StateNode& out, const json::Json& node, const StateNode* request) {
+  const std::string kind = node[0].get<std::string>();
+  if (kind == "dict" && out.is_dict()) {
+    for (std::size_t i = 0; i < out.dict().size(); ++i)
+      fill_tensors(out.dict()[i].value, node[1][i][1], request && request->is_dict() ? request->find(out.dict()[i].key) : nullptr);
+  } else if (kind == "list" && out.is_list()) {
+    for (std::size_t i = 0; i < out.list().size(); ++i)
+      fill_tensors(out.list()[i], node[1][i], request && request->is_list() && i < request->list().size() ? &request->list()[i] : nullptr);
+  } else if (kind == "tensor") {
+    TensorValue t;
+    t.shape = node[1].get<Shape>();
+    const auto* st = request ? request->leaf_if<ShardedTensor>() : nullptr;
+    t.dtype = st ? st->dtype : "float32";
+    for (const json::Json& b : node[2]) t.blocks.push_back({b[0].get<std::uint64_t>(), b[1].get<std::int64_t>(), b[2].get<std::int64_t>()});
+    out = StateNode(Leaf(std::move(t)));
+  }
+}
+
+}  // namespace
+
+Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) {
+  if (order != LoadOrder::serialization_load)
+    return unsupported(name_, "load order " + to_string(order) + " (MCoreTensorAwareStateDict needs nvidia_resiliency_ext)");
+  json::Json chunks = json::Json::array();
+  for (const auto& [id, list] : checkpoint.index.chunks)
+    for (const StoredChunk& c : list) {
+      if (!c.data) return unsupported(name_, "load_state of a checkpoint stored without data");
+      Shape local;
+      for (std::size_t a = static_cast<std::size_t>(c.prepend_axis_num); a < c.box.rank(); ++a) local.push_back(c.box.hi[a] - c.box.lo[a]);
+      chunks.push_back({{"key", id.first}, {"global_shape", id.second}, {"global_offset", c.box.lo}, {"local_shape", local},
+                        {"prepend_axis_num", c.prepend_axis_num}, {"data", data_json(*c.data)}});
+    }
+  json::Json objects = json::Json::array();
+  for (const auto& [key, ref] : checkpoint.objects) objects.push_back(json::Json::array({key, ref ? json::Json(ref->id) : json::Json(nullptr)}));
+  json::Json common = json::Json::object();
+  if (checkpoint.common.is_dict())
+    for (const DictItem& item : checkpoint.common.dict())
+      if (const auto* p = item.value.leaf_if<PlainValue>(); p && std::holds_alternative<std::string>(item.key))
+        common[std::get<std::string>(item.key)] = json::leaf_to_json(Leaf(*p))["value"];
+  IH_TRY_ASSIGN(tree, node_json(request));
+  IH_TRY_ASSIGN(result, call("load_state", {{"order", to_string(order)}, {"chunks", std::move(chunks)}, {"objects", std::move(objects)},
+                                            {"common", std::move(common)}, {"request", std::move(tree)}}));
+  const json::Json node = result.value("tree", json::Json::array());
+  IH_TRY_ASSIGN(out, node_from_json(node, ""));
+  fill_tensors(out, node, &request);
+  return out;
 }
 
 }  // namespace ih

@@ -70,6 +70,9 @@ class MegatronImplementation : public Implementation {
   Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
   Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
   Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override;
+  /// serialization.load of `request` from `checkpoint` written for real by Megatron (one rank);
+  /// requests with factories and the to_state_dict orderings answer unsupported.
+  Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

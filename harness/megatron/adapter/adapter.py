@@ -162,6 +162,7 @@ REQUIREMENTS = {
     "gtp_pieces": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
     "gtp_merge": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
     "gtp_param_entry": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
+    "load_state": ["gtp.GTP_CONFIG"],  # the worlds run on GTP-era Megatron (gtp_world.py)
     "integrity_report": ["validation._validate_sharding_for_key", "validation._compute_shards_access",
                          "validation._validate_objects_for_key"],
     "integrity": ["validation.validate_sharding_integrity", "validation._validate_sharding_for_key",

@@ -130,7 +130,15 @@ class Codec:
         def merge_fn(loaded):
             raise RuntimeError("a prebuilt factory has no merge")
 
-        return self.M.ShardedTensorFactory(key, None, build_fn, merge_fn, 0)
+        data = None
+        if isinstance(e.get("data"), dict):
+            # The factory's own data identity (e.g. a GTP shard or the gathered in_proj), so that
+            # retargeting a fresh layer's factory into LNP(factory.data) reports exactly that data.
+            shape = e["data"].get("shape") or [0]
+            data = meta_tensor(self.M.torch, tuple(int(x) for x in shape), self.dtype(e["data"].get("dtype", "float32"), where),
+                               where)
+            data._ih_data = e["data"]
+        return self.M.ShardedTensorFactory(key, data, build_fn, merge_fn, 0)
 
     def leaf_json(self, x):
         M = self.M

@@ -390,8 +390,8 @@ def _gtp_params(req):
          "dtype": opt(req, "dtype", "float32")}
     if p["tp_rank"] >= p["tp_size"] or p["gtp_rank"] >= p["gtp_size"]:
         raise BadRequest("tp_rank/gtp_rank out of range")
-    if p["tp_size"] * p["gtp_size"] > 16:
-        raise BadRequest("a GTP world of more than 16 ranks is beyond this adapter (T*G <= 16)")
+    if p["tp_size"] * p["gtp_size"] > 32:
+        raise Unsupported("a GTP world of more than 32 ranks (T*G) on this machine")
     if sum(sections) * p["cols"] > 4_000_000:
         raise BadRequest("in_proj larger than 4M elements is beyond this adapter's world")
     return p
@@ -933,3 +933,101 @@ def torch_size(values):
 
 
 Ops.op_integrity_report = _op_integrity_report
+
+
+def _op_load_state(self, req):
+    """The seam's load_state along serialization.load: the checkpoint is written for real by
+    Megatron's dist_checkpointing.save in a one-rank world and the request tree loaded with
+    Megatron's dist_checkpointing.load (validate_access_integrity=False: one rank's request alone
+    never covers a tensor). Requests with factories and the to_state_dict orderings are not served
+    (docs/adapter-protocol.md)."""
+    import json
+    import tempfile
+    import gtp_world
+    order = string(req, "order")
+    if order != "serialization_load":
+        raise Unsupported(f"load order {order} through the adapter (MCoreTensorAwareStateDict needs "
+                          "nvidia_resiliency_ext, which is not installed)")
+    index = {}
+
+    def codes(blocks, where):
+        out = []
+        for b in blocks:
+            if not isinstance(b, list) or len(b) != 3 or not all(_is_int(x) for x in b) or min(b) < 0:
+                raise BadRequest(f"{where}: a block is [storage, first_row, rows]")
+            s, first, n = b
+            if len(out) + n > 2_000_000:
+                raise BadRequest(f"{where}: too many rows")
+            out.extend([0.0] * n if s == 0 else [gtp_world.row_code(index.setdefault(s, len(index)), first + j)
+                                                   for j in range(n)])
+        return out
+
+    chunks, boxes = [], set()
+    for i, c in enumerate(field(req, "chunks")):
+        where = f"chunks[{i}]"
+        c = dict(c)
+        box = json.dumps([c.get("key"), c.get("global_shape"), c.get("global_offset"), c.get("local_shape")])
+        if box in boxes:
+            continue  # the same box from another writer: stored once (first writer wins, as DCP's dedup)
+        boxes.add(box)
+        c["codes"] = codes(field(field(c, "data", where), "blocks", where), where)
+        chunks.append(c)
+    objects = [[str(k), v] for k, v in field(req, "objects")]
+    common = req.get("common") or {}
+    if not isinstance(common, dict):
+        raise BadRequest("common must be an object")
+
+    def has_factory(node):
+        if node[0] in ("dict",):
+            return any(has_factory(v) for _, v in node[1])
+        if node[0] == "list":
+            return any(has_factory(v) for v in node[1])
+        return node[1].get("kind") == "factory"
+
+    request = field(req, "request")
+    if has_factory(request):
+        raise Unsupported("load_state of a request with factories through the adapter (factories cross the "
+                          "seam only as built entries, without their merge)")
+    world = _gtp_ops(self)._world({"tp_size": 1, "gtp_size": 1})
+    payload = {"chunks": chunks, "objects": objects, "common": common, "request": request,
+               "dir": os.path.join(tempfile.mkdtemp(prefix="ih-load-"), "ckpt")}
+    try:
+        result = world.run("load_state", payload, timeout=300)[0]
+    except gtp_world.WorldTaskError as exc:
+        text = exc.message
+        kind = "megatron_error"
+        if "Global shape mismatch" in text:
+            kind = "global_shape_mismatch"
+        elif "Missing key in checkpoint" in text or "KeyError" in exc.exc_type:
+            kind = "load_not_covered"
+        last = [ln for ln in text.splitlines() if ln.strip()]
+        raise OpError(kind, (last[-1] if last else text)[:1500], megatron_frame=exc.frame)
+    storage = {k: s for s, k in index.items()}
+
+    def to_blocks(rows):
+        blocks = []
+        for src in rows:
+            s, row = (0, 0) if src is None else (storage.get(src[0], -1), src[1])
+            if s == -1:
+                raise OpError("megatron_error", "the load produced a row no stored chunk holds")
+            last = blocks[-1] if blocks else None
+            if last and last[0] == s and (s == 0 or last[1] + last[2] == row):
+                last[2] += 1
+            else:
+                blocks.append([s, row if s else 0, 1])
+        return blocks
+
+    def convert(node):
+        kind = node[0]
+        if kind == "dict":
+            return ["dict", [[k, convert(v)] for k, v in node[1]]]
+        if kind == "list":
+            return ["list", [convert(v) for v in node[1]]]
+        if kind == "tensor":
+            return ["tensor", node[1], to_blocks(node[2])]
+        return node
+
+    return {"tree": convert(result)}
+
+
+Ops.op_load_state = _op_load_state

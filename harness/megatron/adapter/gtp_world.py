@@ -899,6 +899,105 @@ def task_single_expert(ctx, p):
     return out
 
 
+def _rows_tensor(torch, shape, codes):
+    """A float64 tensor of `shape` whose index along dim 0 carries codes[i] (all other elements)."""
+    t = torch.zeros(tuple(shape) if shape else (1,), dtype=torch.float64)
+    for i, c in enumerate(codes):
+        t[i].fill_(c) if t.dim() > 1 else t.__setitem__(i, c)
+    return t if shape else t.reshape(())
+
+
+def task_load_state(ctx, p):
+    """The seam's load_state on Megatron's own serialization.load (one rank): the harness's
+    checkpoint is written for real (dist_checkpointing.save of every stored chunk, data as row codes),
+    then the request tree is loaded. Request trees with factories are not served here."""
+    torch, M = ctx.torch, ctx.M
+    from megatron.core import dist_checkpointing
+    _cpu_save_patches(torch)
+    save = {}
+    boxes = {}
+    for c in p["chunks"]:
+        prepend = int(c["prepend_axis_num"])
+        boxes.setdefault((c["key"], tuple(c["global_shape"])), []).append(
+            (1,) * prepend + tuple(int(x) for x in c["local_shape"]))
+    for i, c in enumerate(p["chunks"]):
+        prepend = int(c["prepend_axis_num"])
+        local = [int(x) for x in c["local_shape"]]
+        data = _rows_tensor(torch, local, c["codes"])
+        # the stored box, prepended axes as extent-1 dims of the data (DCP's chunk is the full box)
+        data = data.reshape((1,) * prepend + tuple(local))
+        gshape = tuple(c["global_shape"])
+        shapes = set(boxes[(c["key"], gshape)])
+        frag = None
+        if len(shapes) == 1 and all(b and g % b == 0 for g, b in zip(gshape, tuple(data.shape))) \
+                and all(o % b == 0 for o, b in zip(c["global_offset"], tuple(data.shape))):
+            frag = tuple(g // b for g, b in zip(gshape, tuple(data.shape)))  # a regular grid
+        save[f"chunk{i}"] = M.ShardedTensor(c["key"], data, data.dtype, tuple(data.shape), gshape,
+                                            tuple(c["global_offset"]), frag, 0, 0)
+    for j, (ukey, value) in enumerate(p["objects"]):
+        key, _, rest = ukey.rpartition("/shard_")
+        offsets, _, shape = rest.partition("_")
+        save[f"object{j}"] = M.ShardedObject(key, ("ih-object", value), tuple(int(x) for x in shape.split(".")),
+                                             tuple(int(x) for x in offsets.split(".")), 0)
+    save.update(p["common"])
+    d = p["dir"]
+    os.makedirs(d, exist_ok=True)
+    dist_checkpointing.save(save, d, validate_access_integrity=False)
+
+    requested = {}
+
+    def build(node, path):
+        kind = node[0]
+        if kind == "dict":
+            return {k: build(v, path + (k,)) for k, v in node[1]}
+        if kind == "list":
+            return [build(v, path + (i,)) for i, v in enumerate(node[1])]
+        e = node[1]
+        if e["kind"] == "tensor":
+            local = [int(x) for x in e["local_shape"]]
+            prepend = int(e.get("prepend_axis_num", 0))
+            full = (1,) * prepend + tuple(local)
+            # one rank's request alone, in a one-rank world: described as an irregular chunk (same
+            # box, prepended axes as extent-1 dims) so torch places no other fragment on this rank
+            st = M.ShardedTensor(e["key"], torch.full(full, row_code(999, 0), dtype=torch.float64),
+                                 torch.float64, full, tuple(e["global_shape"]), tuple(e["global_offset"]), None,
+                                 tuple(e["replica_id"]) if isinstance(e.get("replica_id"), list) else e.get("replica_id", 0),
+                                 0, allow_shape_mismatch=bool(e.get("allow_shape_mismatch")))
+            requested[path] = tuple(local)
+            return st
+        if e["kind"] == "object":
+            so = M.ShardedObject(e["key"], None, tuple(e["global_shape"]), tuple(e["global_offset"]),
+                                 tuple(e["replica_id"]) if isinstance(e.get("replica_id"), list) else e.get("replica_id", 0))
+            return so
+        if e["kind"] == "local":
+            return M.LocalNonpersistentObject(("ih-local", e.get("value")))
+        return ("ih-plain", e.get("value"))
+
+    tree = build(p["request"], ())
+    loaded = dist_checkpointing.load(tree, d, validate_access_integrity=False)
+
+    def back(x, path=()):
+        if isinstance(x, dict):
+            return ["dict", [[k, back(v, path + (k,))] for k, v in x.items()]]
+        if isinstance(x, list):
+            return ["list", [back(v, path + (i,)) for i, v in enumerate(x)]]
+        if isinstance(x, tuple) and len(x) == 2 and x[0] == "ih-local":
+            return ["local", x[1]]
+        if isinstance(x, tuple) and len(x) == 2 and x[0] == "ih-plain":
+            return ["plain", x[1]]
+        if isinstance(x, (tuple, list)) and len(x) == 2 and x[0] == "ih-object":
+            return ["object", x[1]]
+        if isinstance(x, torch.Tensor):
+            if path in requested and x.numel() == math.prod(requested[path]):
+                x = x.reshape(requested[path])
+            rows = x.reshape(x.shape[0], -1)[:, 0].tolist() if x.dim() else [float(x)]
+            return ["tensor", list(x.shape), decode_rows(rows)]
+        return ["value", x]
+
+    import math
+    return back(loaded)
+
+
 def _rank_lists(gen, token):
     return [list(r) for r in gen.get_ranks(token)]
 
