@@ -353,6 +353,9 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
       if (!factory || !factory->key.ends_with("mixer.in_proj.weight")) continue;
       // Every M layer is fresh in a GPT->Hybrid load: LNP(factory.data) (spec 2.4, 4.11).
       const auto* lnp = std::get_if<LocalNonpersistent>(&after[i].entry);
+      if (lnp && std::holds_alternative<std::monostate>(lnp->payload) && impl.name().rfind("megatron", 0) == 0)
+        return "unsupported: " + impl.name() + " returned the fresh in_proj LNP of " + before[i].path +
+               " without a payload (a prebuilt factory's data does not cross the adapter)";
       if (!lnp || !factory->data || lnp->payload != Payload(*factory->data))
         return where + before[i].path + ": a fresh in_proj factory must become LNP(factory.data)";
       if (shard_split && factory->data->shape != Shape{padding.shard_rows, m.hidden})
