@@ -126,7 +126,28 @@ struct WorldOutcome {
   std::vector<std::string> hung;  // ranks named on a timeout
 };
 
+Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks, const WorldRunOptions& o);
+
+/// True when rank 0 could not listen on MASTER_PORT: another process took the free port between
+/// the harness's probe and the rank's bind. The world is started again on a new port.
+bool port_taken(const WorldOutcome& w) {
+  for (const RankState& st : w.ranks) {
+    if (!st.has_result) continue;
+    const std::string text = st.result.dump();
+    if (text.find("EADDRINUSE") != std::string::npos || text.find("address already in use") != std::string::npos) return true;
+  }
+  return false;
+}
+
 Result<WorldOutcome> run_world(const std::string& phase, std::int64_t ranks, const WorldRunOptions& o) {
+  for (int attempt = 1;; ++attempt) {
+    IH_TRY_ASSIGN(w, run_world_once(phase, ranks, o));
+    if (w.timed_out || w.exit_code == 0 || attempt == 3 || !port_taken(w)) return w;
+    o.progress(phase + " world: MASTER_PORT was taken by another process; starting the world again on a new port");
+  }
+}
+
+Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks, const WorldRunOptions& o) {
   WorldOutcome w;
   IH_TRY_ASSIGN(port, free_port());
   const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip_world.py";
