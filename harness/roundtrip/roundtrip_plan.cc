@@ -105,13 +105,22 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
                                const std::function<void(const std::string&)>& on_line) {
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
   char stderr_template[] = "/tmp/interop-harness-roundtrip-stderr-XXXXXX";
-  const int stderr_fd = mkstemp(stderr_template);
+  const int stderr_fd = mkostemp(stderr_template, O_CLOEXEC);
+  if (stderr_fd < 0) return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   int from_child[2];
-  if (stderr_fd < 0 || pipe2(from_child, O_CLOEXEC) != 0)
-    return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+  if (pipe2(from_child, O_CLOEXEC) != 0) {
+    const Error error = make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+    close(stderr_fd), unlink(stderr_template);
+    return error;
+  }
   const auto started = std::chrono::steady_clock::now();
   // Its own process group: a timeout kills the rank workers too.
-  IH_TRY_ASSIGN(pid, spawn_child(argv, -1, from_child[1], stderr_fd, true));
+  auto spawned = spawn_child(argv, -1, from_child[1], stderr_fd, true);
+  if (!spawned.ok()) {  // release everything this call made before it returns
+    close(from_child[0]), close(from_child[1]), close(stderr_fd), unlink(stderr_template);
+    return spawned.error();
+  }
+  const pid_t pid = *spawned;
   close(from_child[1]);
   close(stderr_fd);
   const std::string stderr_path = stderr_template;
