@@ -162,7 +162,7 @@ Verdict mamba_gathers(Implementation& impl, const GtpCase& c) {
         if (p->key != want.key || p->global_shape != want.global_shape || p->global_offset != want.global_offset ||
             p->local_shape != want.local_shape || p->axis_fragmentations != want.axis_fragmentations)
           return at(t, g) + ": piece " + p->key + " is not the gathered tensor's chunk (shard split applied to Mamba?)";
-        if (p->data)
+        if (p->data && m.gtp > 1)  // at G = 1 nothing is gathered: the split views the parameter itself
           for (const RowBlock& b : p->data->blocks)
             if (b.storage == shard) return at(t, g) + ": piece " + p->key + " views the GTP shard; Mamba gathers first";
         if (p->is_main_replica() != (g == 0))
@@ -178,31 +178,36 @@ Verdict mamba_gathers(Implementation& impl, const GtpCase& c) {
 
 // --- B: allow_shape_mismatch at load ------------------------------------------------------------
 
-/// Saved row x of the composite entry (T*G1*R1 rows): its saver's shard row.
-TensorValue saved_row(const GtpCase& save, const GtpPadding& pad, std::int64_t x) {
-  const std::int64_t slot = x / pad.shard_rows;
-  const auto shard = TensorValue::of_storage(shard_storage(slot / save.gtp, slot % save.gtp, save.gtp),
-                                             {pad.shard_rows, save.cols}, save.dtype);
-  return shard.row_view(x - slot * pad.shard_rows, x - slot * pad.shard_rows + 1);
+/// Saved row x: the shard row of the saved entry whose rows hold x (zero-row view when none does).
+std::optional<TensorValue> saved_row(const std::vector<ShardedTensor>& saved, std::int64_t x) {
+  for (const ShardedTensor& e : saved) {
+    const std::int64_t axis = e.prepend_axis_num, first = e.global_offset[axis], rows = e.local_shape[0];
+    if (e.data && x >= first && x < first + rows) return e.data->row_view(x - first, x - first + 1);
+  }
+  return std::nullopt;
 }
 
+/// The entries come from the implementation (its padding, its shapes), so the expectation follows
+/// what it saved and what it asks for: row x of a request is the saved row x when x is stored and
+/// zero otherwise under allow_shape_mismatch; a shape change without the flag must be refused.
 Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
   GtpCase save = c.save;
   save.design = GtpSaveDesign::shard_split;
   GtpCase load = save;
   load.gtp = c.load_gtp, load.pad_alignment = c.load_pad_alignment;
-  IH_VERDICT_ASSIGN(saved_pad, padding_of(save));
-  IH_VERDICT_ASSIGN(load_pad, padding_of(load));
   std::vector<StateNode> trees;
+  std::vector<ShardedTensor> saved;
   for (std::int64_t t = 0; t < save.tp; ++t)
     for (std::int64_t g = 0; g < save.gtp; ++g) {
       IH_VERDICT_ASSIGN(params, rank_params(save, t, g));
       params.replica_id = ReplicaId::tuple({0, 0, 0});
       IH_VERDICT_ASSIGN(entry, impl.gtp_param_entry(params));
+      if (!entry.data) entry.data = params.shard;
+      saved.push_back(entry);
       trees.push_back(StateNode(StateDict{{std::string("w"), StateNode(entry)}}));
     }
   IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(trees));
-  const std::int64_t stored = save.tp * saved_pad.padded_rows, requested = load.tp * load_pad.padded_rows;
+  const std::int64_t stored = saved.front().global_shape[0];
   for (std::int64_t t = 0; t < load.tp; ++t)
     for (std::int64_t g = 0; g < load.gtp; ++g) {
       IH_VERDICT_ASSIGN(params, rank_params(load, t, g));
@@ -210,10 +215,10 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
       params.shard = TensorValue::of_storage((std::uint64_t{1} << 48) + static_cast<std::uint64_t>(t * load.gtp + g),
                                              params.shard->shape, load.dtype);
       IH_VERDICT_ASSIGN(request, impl.gtp_param_entry(params));
+      const std::int64_t requested = request.global_shape[0];
       const StateNode tree(StateDict{{std::string("w"), StateNode(request)}});
       auto result = impl.load_state(checkpoint, tree, LoadOrder::serialization_load);
-      const bool allow = load_pad.pad > 0;
-      if (stored != requested && !allow) {
+      if (stored != requested && !request.allow_shape_mismatch) {
         if (result.ok() || result.error().kind != ErrorKind::global_shape_mismatch)
           return at(t, g) + ": a global shape change (" + std::to_string(stored) + " -> " + std::to_string(requested) +
                  " rows) without allow_shape_mismatch must be refused with global_shape_mismatch, got " +
@@ -225,9 +230,11 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
                (stored != requested ? " (allow_shape_mismatch: Megatron zero-fills, never refuses)" : "");
       const auto* got = result->find(std::string("w")) ? result->find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
       std::vector<TensorValue> rows{TensorValue::zeros({0, load.cols}, load.dtype)};
-      const std::int64_t begin = (t * load.gtp + g) * load_pad.shard_rows;
-      for (std::int64_t x = begin; x < begin + load_pad.shard_rows; ++x)
-        rows.push_back(x < stored ? saved_row(save, saved_pad, x) : TensorValue::zeros({1, load.cols}, load.dtype));
+      const std::int64_t begin = request.global_offset[request.prepend_axis_num];
+      for (std::int64_t x = begin; x < begin + request.local_shape[0]; ++x) {
+        auto row = x < stored ? saved_row(saved, x) : std::nullopt;
+        rows.push_back(row ? *row : TensorValue::zeros({1, load.cols}, load.dtype));
+      }
       IH_VERDICT_ASSIGN(want, TensorValue::concat_rows(rows));
       if (!got || got->shape != want.shape || canonical(*got) != canonical(want))
         return at(t, g) + ": loaded " + (got ? show_tensor(*got) : std::string("no tensor")) + ", expected " +
