@@ -70,6 +70,12 @@ std::string to_string(GtpSaveDesign design) {
   return design == GtpSaveDesign::gather ? "gather" : "shard-split";
 }
 
+Result<GtpPadding> gtp_weight_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
+  // A one-rank GTP group is never wrapped (wrap_module_params_gtp returns at once): the weight stays
+  // a plain TP parameter, so nothing is padded whatever pad_for_alignment says.
+  return gtp_padding(rows, gtp_size, gtp_size == 1 ? 0 : pad_alignment);
+}
+
 Result<GtpPadding> gtp_padding_of(const GtpFactoryParams& params) {
   IH_TRY_STATUS(validate_layout(params.layout, "in_proj layout of '" + params.key + "'"));
   IH_TRY_STATUS(require_positive(params.tp_size, "tp_size (T)"));
@@ -78,7 +84,7 @@ Result<GtpPadding> gtp_padding_of(const GtpFactoryParams& params) {
     return make_error(ErrorKind::invalid_layout_parameter, "tp_rank " + std::to_string(params.tp_rank) +
                                                                " is outside [0, " + std::to_string(params.tp_size) + ")");
   IH_TRY_ASSIGN(rows, params.layout.total_rows());
-  IH_TRY_ASSIGN(padding, gtp_padding(rows, params.gtp_size, params.pad_alignment));
+  IH_TRY_ASSIGN(padding, gtp_weight_padding(rows, params.gtp_size, params.pad_alignment));
   if (params.gtp_rank < 0 || params.gtp_rank >= params.gtp_size)
     return make_error(ErrorKind::invalid_layout_parameter, "gtp_rank " + std::to_string(params.gtp_rank) +
                                                                " is outside [0, " + std::to_string(params.gtp_size) + ")");

@@ -34,6 +34,10 @@ struct GtpPadding {
 /// Validates D, G >= 1 and p >= 0; with p = 0, G > D is gtp_group_too_large and D mod G != 0 is
 /// gtp_indivisible (Megatron asserts). With p > 0 any G is fine: extra ranks are all padding.
 Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment);
+/// The padding a GTP-wrapped weight really gets: gtp_padding, except that a one-rank GTP group is
+/// never wrapped, so G = 1 pads nothing whatever p is (Megatron's wrap_module_params_gtp; finding G1
+/// in docs/megatron-findings.md).
+Result<GtpPadding> gtp_weight_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment);
 
 /// One piece of the shard split (spec 4.7 build table), as plain numbers.
 struct GtpPiece {

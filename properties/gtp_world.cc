@@ -36,7 +36,7 @@ std::uint64_t shard_storage(std::int64_t t, std::int64_t g, std::int64_t gtp) {
 Result<GtpPadding> padding_of(const GtpCase& c) {
   IH_TRY_ASSIGN(layout, layout_of(c));
   IH_TRY_ASSIGN(rows, layout.total_rows());
-  return gtp_padding(rows, c.gtp, c.pad_alignment);
+  return gtp_weight_padding(rows, c.gtp, c.pad_alignment);
 }
 
 Result<GtpFactoryParams> rank_params(const GtpCase& c, std::int64_t t, std::int64_t g) {

@@ -35,7 +35,7 @@ Result<GtpFactoryParams> election_params(const ElectionCase& c, const WorldGrids
   p.tp_size = grid.size("tp"), p.tp_rank = grid.coordinate(r, "tp");
   p.gtp_size = grid.size("gtp_remat"), p.gtp_rank = grid.coordinate(r, "gtp_remat");
   p.pad_alignment = c.pad_alignment, p.cols = c.cols, p.dtype = "bfloat16";
-  IH_TRY_ASSIGN(padding, gtp_padding(c.rows, p.gtp_size, c.pad_alignment));
+  IH_TRY_ASSIGN(padding, gtp_weight_padding(c.rows, p.gtp_size, c.pad_alignment));
   p.shard = TensorValue::of_storage(1 + static_cast<std::uint64_t>(r), {padding.shard_rows, c.cols}, "bfloat16");
   p.replica_id = ReplicaId::tuple({0, 0, 999});  // must be ignored: the election decides
   p.election = e;
@@ -345,7 +345,7 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
   IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
   const ModelConfig& m = c.hybrid.config;
   IH_VERDICT_ASSIGN(rows, synthetic_in_proj_rows(m, c.hybrid.layout.tp));
-  IH_VERDICT_ASSIGN(padding, gtp_padding(rows, c.hybrid.layout.gtp, m.pad_alignment));
+  IH_VERDICT_ASSIGN(padding, gtp_weight_padding(rows, c.hybrid.layout.gtp, m.pad_alignment));
   const bool shard_split = c.hybrid.layout.gtp > 1 && m.ssm_mixer == "gdp" && m.gdp_design == GtpSaveDesign::shard_split;
   for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
     const std::string where = "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) +
