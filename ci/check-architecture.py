@@ -20,7 +20,7 @@ ALLOWED = {
     "bench": {"models", "seam"},
     "harness/install": set(),
     "harness/process": {"models"},
-    "harness/megatron": {"harness/process", "harness/install", "codec", "seam", "models"},
+    "harness/megatron": {"harness/gate", "harness/process", "harness/install", "codec", "seam", "models"},
     "harness/targets": {"harness/megatron", "mutants", "seam", "models"},
     "harness/gate": {"properties", "codec", "seam", "models"},
     "harness/report": {"harness/gate", "properties", "codec", "seam", "models"},

@@ -8,7 +8,7 @@ namespace {
 
 TEST(ReproToken, RoundTripsEveryOptionAndEncodesShellSpecials) {
   const ReproToken token{"gate/pinned-layer-maps/'M*-|E' x:y", {{"target", "megatron"},
-                                                                 {"mutant", "accept_mixed_mlp"},
+                                                                 {"mutant", "maps_accept_mixed"},
                                                                  {"megatron-path", "/tmp/a b"},
                                                                  {"cases", "5"}}};
   const std::string text = to_string(token);

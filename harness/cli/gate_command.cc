@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "codec/json_codec.h"
@@ -11,6 +12,7 @@
 #include "harness/cli/commands.h"
 #include "harness/install/data_dir.h"
 #include "harness/gate/gate.h"
+#include "harness/megatron/gtp_checks.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
 #include "harness/targets/targets.h"
@@ -88,7 +90,7 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
   if (differential)
-    for (auto group : {gate::differential_checks(), gate::layout_differential_checks()})
+    for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), megatron::gtp_gather_checks()})
       for (gate::Check& check : group) checks.push_back(std::move(check));
   return gate::with_unique_names(std::move(checks));
 }
@@ -249,10 +251,20 @@ int mutants_command(const std::vector<std::string>& argv) {
     for (const auto& m : listed->value("mutants", json::Json::array()))
       mutants.emplace_back(m.value("name", std::string()), m.value("description", std::string()));
   }
+  std::ostream& progress = args->has("json") ? std::cerr : std::cout;
+  // A check that already fails on the clean target kills nothing: only checks that pass there count.
+  auto clean = make_target(*spec);
+  if (!clean.ok()) return report_error(clean.error());
+  progress << "INFO: the clean target " << describe_target(**clean, *spec) << " first\n";
+  std::ostringstream clean_progress;
+  std::set<std::string> passing_on_clean;
+  for (const auto& r : gate::run_checks(**clean, *checks, base_token(*spec, *budget, *args), gate::KnownFindings{}, clean_progress))
+    if (r.answer.outcome == Outcome::passed) passing_on_clean.insert(gate_check_name(r.group, r.name));
+  progress << "INFO: " << passing_on_clean.size() << " of " << checks->size() << " checks pass on the clean target\n";
+  clean->reset();
   json::Json report{{"mutants", json::Json::array()}};
   int killed = 0, total = 0;
   bool no_verdict = false;
-  std::ostream& progress = args->has("json") ? std::cerr : std::cout;
   for (const auto& [name, description] : mutants) {
     ++total;
     progress << "INFO: [" << total << "/" << mutants.size() << "] mutant " << name << ": " << description << "\n";
@@ -267,7 +279,7 @@ int mutants_command(const std::vector<std::string>& argv) {
     std::string token;
     for (const auto& r : results) {
       no_verdict = no_verdict || r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
-      if (r.answer.outcome != Outcome::failed) continue;
+      if (r.answer.outcome != Outcome::failed || !passing_on_clean.count(gate_check_name(r.group, r.name))) continue;
       killed_by.push_back(r.group + ": " + r.name);
       if (token.empty()) token = to_string(r.token);
     }

@@ -57,7 +57,7 @@ def _wrap_maps(M, transform):
 
 # ---- layer maps ----------------------------------------------------------------------------
 
-@mutant("accept_mixed_mlp", "gpt_compatible_layer_maps accepts patterns mixing '-' and 'E' "
+@mutant("maps_accept_mixed", "gpt_compatible_layer_maps accepts patterns mixing '-' and 'E' "
         "(treats every 'E' as '-')", 12)
 def _accept_mixed_mlp(M):
     def transform(original, pattern):
@@ -79,7 +79,7 @@ def _maps_off_by_one(M):
     _wrap_maps(M, transform)
 
 
-@mutant("pipes_counted_as_layers", "pipe separators are not stripped before numbering: each '|' "
+@mutant("maps_pipes_not_stripped", "pipe separators are not stripped before numbering: each '|' "
         "takes a layer index (as if it were a fresh layer), shifting later indices", 13)
 def _pipes_counted(M):
     def transform(original, pattern):
@@ -90,7 +90,7 @@ def _pipes_counted(M):
     _wrap_maps(M, transform)
 
 
-@mutant("reject_trailing_slash", "a trailing '/' (MTP depth 0) is rejected as an MTP suffix", 14)
+@mutant("maps_reject_trailing_slash", "a trailing '/' (MTP depth 0) is rejected as an MTP suffix", 14)
 def _reject_trailing_slash(M):
     def transform(original, pattern):
         if isinstance(pattern, str) and "/" in pattern:
@@ -110,19 +110,19 @@ def _fresh_empty(M):
 
 # ---- retarget --------------------------------------------------------------------------------
 
-@mutant("final_norm_wrong_key", "final norm is mapped to 'decoder.final_layer_norm.' instead of "
+@mutant("retarget_final_layer_norm", "final norm is mapped to 'decoder.final_layer_norm.' instead of "
         "'decoder.final_layernorm.'", 15)
 def _final_norm_wrong(M):
     M.interop._GPT_FINAL_NORM_KEY_MAP = {"decoder.final_norm.": "decoder.final_layer_norm."}
 
 
-@mutant("anchored_layer_regex", "the decoder-layer regex is anchored at the start of the key, so "
+@mutant("retarget_anchored_layer_regex", "the decoder-layer regex is anchored at the start of the key, so "
         "optimizer.state.<s>.decoder.layers.<n>. entries are not retargeted", 16)
 def _anchored_regex(M):
     M.interop._DECODER_LAYER_KEY_RE = re.compile(r"^" + M.interop._DECODER_LAYER_KEY_RE.pattern)
 
 
-@mutant("drop_optimizer_prefix", "retargeted layer keys lose everything before 'decoder.layers.' "
+@mutant("retarget_drop_optimizer_prefix", "retargeted layer keys lose everything before 'decoder.layers.' "
         "(optimizer entries renamed to bare model keys)", 16)
 def _drop_prefix(M):
     original = M.interop._prepend_gpt_layer_axis
@@ -137,7 +137,7 @@ def _drop_prefix(M):
     M.interop._prepend_gpt_layer_axis = wrapped
 
 
-@mutant("so_placeholder_prepended", "the ShardedObject (1,)/(0,) placeholder gets the layer axis "
+@mutant("retarget_so_placeholder_prepended", "the ShardedObject (1,)/(0,) placeholder gets the layer axis "
         "prepended, giving (L, 1)/(gi, 0) instead of (L,)/(gi,)", 17)
 def _so_prepended(M):
     original = M.interop._prepend_gpt_layer_axis
@@ -155,7 +155,7 @@ def _so_prepended(M):
     M.interop._prepend_gpt_layer_axis = wrapped
 
 
-@mutant("prepend_axis_not_counted", "ShardedTensor gains the layer axis in its shapes but "
+@mutant("retarget_prepend_axis_not_incremented", "ShardedTensor gains the layer axis in its shapes but "
         "prepend_axis_num is not incremented", 18)
 def _prepend_not_counted(M):
     original = M.interop._prepend_gpt_layer_axis
@@ -170,7 +170,7 @@ def _prepend_not_counted(M):
     M.interop._prepend_gpt_layer_axis = wrapped
 
 
-@mutant("factory_wrapped_twice", "a ShardedTensorFactory's build is wrapped twice, so built "
+@mutant("retarget_factory_wrapped_twice", "a ShardedTensorFactory's build is wrapped twice, so built "
         "entries get two layer axes", 19)
 def _factory_twice(M):
     original = M.interop._prepend_gpt_layer_axis
@@ -185,7 +185,7 @@ def _factory_twice(M):
     M.interop._prepend_gpt_layer_axis = wrapped
 
 
-@mutant("omitted_key_by_equality", "output_layer._extra_state is recognised only when the key is "
+@mutant("retarget_omitted_by_equality", "output_layer._extra_state is recognised only when the key is "
         "exactly that string (prefixed keys are no longer kept local)", 22)
 def _omitted_equality(M):
     original = M.interop.retarget_sharded_state_dict_to_gpt_checkpoint
@@ -210,7 +210,7 @@ def _omitted_broad(M):
     M.interop._GPT_OMITTED_LOCAL_KEYS = tuple(M.interop._GPT_OMITTED_LOCAL_KEYS) + ("output_layer.weight",)
 
 
-@mutant("skip_unknown_layers", "entries of hybrid layers missing from the maps are left unchanged "
+@mutant("retarget_unknown_layer_skipped", "entries of hybrid layers missing from the maps are left unchanged "
         "instead of raising ValueError (also in the FSDP key path)", 21)
 def _skip_unknown(M):
     original = M.interop.retarget_sharded_state_dict_to_gpt_checkpoint
@@ -297,7 +297,7 @@ def _fsdp_twice(M):
 
 # ---- pipeline segments -------------------------------------------------------------------------
 
-@mutant("segment_index_rank_major", "pipe-path segment index computed as pp_rank*VPP + vp_stage "
+@mutant("segment_index_r_vpp", "pipe-path segment index computed as pp_rank*VPP + vp_stage "
         "instead of vp_stage*PP + pp_rank", 24)
 def _segment_rank_major(M):
     original = M.alloc.select_pipeline_segment

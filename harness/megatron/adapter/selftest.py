@@ -450,7 +450,7 @@ def main():
         lst = adapter.send({"op": "mutants"})
         n_mutants = len(lst.get("result", {}).get("mutants", []))
         extra = [("mutants listed (>= 8)", n_mutants >= 8)]
-        applied = adapter.send({"op": "mutate", "name": "accept_mixed_mlp"})
+        applied = adapter.send({"op": "mutate", "name": "maps_accept_mixed"})
         mixed = adapter.send({"op": "pattern_maps", "pattern": "M*-M*E"})
         again = adapter.send({"op": "mutate", "name": "fresh_init_empty"})
         extra += [("mutate applies a mutant", applied.get("ok") is True and mixed["result"]["ok"] is True),
