@@ -42,7 +42,8 @@ void operator delete[](void* p, std::size_t) noexcept { track_free(p); }
 namespace {
 
 using namespace ih;
-constexpr std::int64_t kT = 8, kG = 64, kP = 32, kHidden = 10'240, kDInnerL = 10'240, kGroupStateL = 5'120, kHeadsL = 80;
+constexpr std::int64_t kT = 8, kG = 64, kP = 32, kHidden = 10'240, kDInnerL = 10'240, kGroupStateL = 5'120,
+                       kHeadsL = 80;
 
 ShardedTensor entry(std::string key, Shape local, Shape global, Shape offset, ReplicaId replica, bool regular) {
   ShardedTensor t;
@@ -69,11 +70,13 @@ void add_layer(GlobalMetadata& meta, int layer) {
       for (std::size_t j = 0; j < conv.sections.size(); ++j)  // non-GTP split of conv1d, replicated over g
         meta.tensors.push_back({rank, entry(prefix + "conv1d.weight." + conv.names[j], {conv.sections[j], 1, 4},
                                             {kT * conv.sections[j], 1, 4}, {t * conv.sections[j], 0, 0}, peer, true)});
-      meta.tensors.push_back({rank, entry(prefix + "out_proj.weight", {kHidden / kG, kDInnerL},  // row-parallel + GTP axis 0
-                                          {kHidden, kT * kDInnerL}, {g * (kHidden / kG), t * kDInnerL}, main, true)});
+      meta.tensors.push_back(
+          {rank, entry(prefix + "out_proj.weight", {kHidden / kG, kDInnerL},  // row-parallel + GTP axis 0
+                       {kHidden, kT * kDInnerL}, {g * (kHidden / kG), t * kDInnerL}, main, true)});
       for (const char* name : {"A_log", "D", "dt_bias"})
         meta.tensors.push_back({rank, entry(prefix + name, {kHeadsL}, {kT * kHeadsL}, {t * kHeadsL}, peer, true)});
-      meta.tensors.push_back({rank, entry(prefix + "norm.weight", {kDInnerL}, {kT * kDInnerL}, {t * kDInnerL}, peer, true)});
+      meta.tensors.push_back(
+          {rank, entry(prefix + "norm.weight", {kDInnerL}, {kT * kDInnerL}, {t * kDInnerL}, peer, true)});
     }
 }
 
@@ -163,8 +166,10 @@ int main(int argc, char** argv) {
   const std::size_t dense_problems = dense_check(dense_meta, whole_bits);
   const double dense_s = seconds_since(start);
   const double dense_peak = (g_peak - base) / 1048576.0;
-  std::printf("dense bitmap:    %.3f s on %d layers, peak %.1f MiB above input (one key's bitmap at a time), "
-              "%zu problems\n", dense_s, dense_layers, dense_peak, dense_problems);
+  std::printf(
+      "dense bitmap:    %.3f s on %d layers, peak %.1f MiB above input (one key's bitmap at a time), "
+      "%zu problems\n",
+      dense_s, dense_layers, dense_peak, dense_problems);
   const double whole_gib = dense_layers > 0 ? whole_bits / 8.0 / 1073741824.0 * layers / dense_layers : 0;
   std::printf("dense, all %d layers' keys at once, would need %.1f GiB of bitmap (> 8 GiB: so it goes key by key)\n",
               layers, whole_gib);

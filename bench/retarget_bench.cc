@@ -26,7 +26,8 @@ std::vector<ih::StateNode> all_tp_ranks() {
   std::vector<ih::StateNode> ranks;
   for (std::int64_t t = 0; t < 8; ++t)
     ranks.push_back(ih::hybrid_sharded_state_dict(config, production_pattern(), {.tp = 8, .tp_rank = t},
-                                                  ih::OptimizerStates::adam()).value());
+                                                  ih::OptimizerStates::adam())
+                        .value());
   return ranks;
 }
 

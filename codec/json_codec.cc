@@ -10,25 +10,31 @@
 namespace ih::json {
 namespace detail {
 
-Error bad(const std::string& where, const std::string& what) { return make_error(ErrorKind::bad_json, where + ": " + what); }
+Error bad(const std::string& where, const std::string& what) {
+  return make_error(ErrorKind::bad_json, where + ": " + what);
+}
 
 Result<std::int64_t> int_field(const Json& object, const char* field, const std::string& where) {
   if (!object.contains(field)) return bad(where, std::string("missing field \"") + field + "\"");
   const Json& value = object.at(field);
-  if (value.is_number_integer() && !(value.is_number_unsigned() &&
-                                     value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
+  if (value.is_number_integer() &&
+      !(value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
     return value.get<std::int64_t>();
   return bad(where, std::string("field \"") + field + "\" must be a 64-bit integer, got " + dump(value));
 }
 
 Result<Shape> shape_value(const Json& value, const std::string& where, const char* field) {
-  if (!value.is_array()) return bad(where, std::string("field \"") + field + "\" must be a list of integers, got " + dump(value));
+  if (!value.is_array())
+    return bad(where, std::string("field \"") + field + "\" must be a list of integers, got " + dump(value));
   Shape out;
   for (std::size_t i = 0; i < value.size(); ++i) {
     const Json& item = value[i];
     if (!item.is_number_integer() ||
-        (item.is_number_unsigned() && item.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
-      return bad(where, std::string("field \"") + field + "\"[" + std::to_string(i) + "] must be a 64-bit integer, got " + dump(item));
+        (item.is_number_unsigned() &&
+         item.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
+      return bad(where, std::string("field \"") + field + "\"[" + std::to_string(i) +
+                            "] must be a 64-bit integer, got " + dump(item));
     out.push_back(item.get<std::int64_t>());
   }
   return out;
@@ -49,9 +55,9 @@ Result<std::string> string_field(const Json& object, const char* field, const st
 namespace {
 
 using detail::bad;
+using detail::int_field;
 using detail::shape_field;
 using detail::shape_value;
-using detail::int_field;
 
 Json index_map_to_json(const pattern::IndexMap& map) {
   Json out = Json::array();
@@ -60,16 +66,17 @@ Json index_map_to_json(const pattern::IndexMap& map) {
 }
 
 Result<pattern::IndexMap> index_map_from_json(const Json& object, const char* field) {
-  if (!object.contains(field) || !object.at(field).is_array()) return bad("layer maps", std::string("missing list \"") + field + "\"");
+  if (!object.contains(field) || !object.at(field).is_array())
+    return bad("layer maps", std::string("missing list \"") + field + "\"");
   pattern::IndexMap out;
   for (const Json& pair : object.at(field)) {
     IH_TRY_ASSIGN(values, shape_value(pair, "layer maps", field));
-    if (values.size() != 2) return bad("layer maps", std::string("\"") + field + "\" items must be [hybrid, gpt] pairs");
+    if (values.size() != 2)
+      return bad("layer maps", std::string("\"") + field + "\" items must be [hybrid, gpt] pairs");
     out.emplace_back(values[0], values[1]);
   }
   return out;
 }
-
 
 }  // namespace
 
@@ -81,9 +88,12 @@ static std::size_t nesting_depth(std::string_view text, std::size_t limit) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -114,9 +124,12 @@ Json error_to_json(const Error& error) {
 }
 
 Error error_from_json(const Json& object) {
-  const std::string kind = object.is_object() && object.contains("kind") && object["kind"].is_string() ? object["kind"].get<std::string>() : "";
+  const std::string kind = object.is_object() && object.contains("kind") && object["kind"].is_string()
+                               ? object["kind"].get<std::string>()
+                               : "";
   const std::string message = object.is_object() && object.contains("message") && object["message"].is_string()
-                                  ? object["message"].get<std::string>() : dump(object);
+                                  ? object["message"].get<std::string>()
+                                  : dump(object);
   for (int k = 0; k <= static_cast<int>(ErrorKind::harness_error); ++k)
     if (to_string(static_cast<ErrorKind>(k)) == kind) return Error{static_cast<ErrorKind>(k), message};
   return Error{ErrorKind::invalid_argument, "[" + kind + "] " + message};
@@ -138,7 +151,8 @@ Json layer_maps_to_json(std::string_view pattern, const Result<GptCompatLayerMap
 }
 
 Result<GptCompatLayerMaps> layer_maps_from_json(const Json& object) {
-  if (!object.is_object() || !object.contains("ok") || !object["ok"].is_boolean()) return bad("layer maps", "missing \"ok\"");
+  if (!object.is_object() || !object.contains("ok") || !object["ok"].is_boolean())
+    return bad("layer maps", "missing \"ok\"");
   if (!object["ok"].get<bool>()) return error_from_json(object.value("error", Json::object()));
   GptCompatLayerMaps out;
   IH_TRY_ASSIGN(attention, index_map_from_json(object, "attention_to_gpt"));
@@ -151,6 +165,5 @@ Result<GptCompatLayerMaps> layer_maps_from_json(const Json& object) {
   out.num_gpt_layers = layers;
   return out;
 }
-
 
 }  // namespace ih::json

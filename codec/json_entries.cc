@@ -50,7 +50,8 @@ Result<Leaf> tensor_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(prepend, int_field(object, "prepend_axis_num", where));
   IH_TRY_ASSIGN(replica, replica_field(object, where));
   IH_TRY_ASSIGN(allow_mismatch, bool_field(object, "allow_shape_mismatch", false, where));
-  if (!object.contains("axis_fragmentations")) return bad(where, "missing field \"axis_fragmentations\" (use null for uneven)");
+  if (!object.contains("axis_fragmentations"))
+    return bad(where, "missing field \"axis_fragmentations\" (use null for uneven)");
   if (!object.at("axis_fragmentations").is_null()) {
     IH_TRY_ASSIGN(frag, shape_value(object.at("axis_fragmentations"), where, "axis_fragmentations"));
     t.axis_fragmentations = std::move(frag);
@@ -79,7 +80,8 @@ Result<Leaf> object_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(global_shape, shape_field(object, "global_shape", where));
   IH_TRY_ASSIGN(global_offset, shape_field(object, "global_offset", where));
   IH_TRY_ASSIGN(replica, replica_field(object, where));
-  ShardedObject out{std::move(key), std::nullopt, std::move(global_shape), std::move(global_offset), std::move(replica)};
+  ShardedObject out{std::move(key), std::nullopt, std::move(global_shape), std::move(global_offset),
+                    std::move(replica)};
   if (object.contains("data") && !object.at("data").is_null()) {
     IH_TRY_ASSIGN(id, int_field(object.at("data"), "object", where + " data"));
     out.data = ObjectRef{static_cast<std::uint64_t>(id)};
@@ -180,7 +182,8 @@ Result<Leaf> factory_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(entries, entries_from_json(object.at("built")));
   StateList built;
   for (FlatEntry& e : entries) built.push_back(StateNode(std::move(e.entry)));
-  return Leaf(ShardedTensorFactory{std::move(key), std::nullopt, ReplicaId{}, std::make_shared<BuiltFactory>(StateNode(std::move(built))), {}});
+  return Leaf(ShardedTensorFactory{
+      std::move(key), std::nullopt, ReplicaId{}, std::make_shared<BuiltFactory>(StateNode(std::move(built))), {}});
 }
 
 Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*shape) : Json(nullptr); }
@@ -189,17 +192,25 @@ Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*sha
 
 Json leaf_to_json(const Leaf& leaf) {
   if (const auto* t = std::get_if<ShardedTensor>(&leaf)) {
-    Json out{{"kind", "tensor"}, {"key", t->key}, {"global_shape", t->global_shape}, {"global_offset", t->global_offset},
-             {"local_shape", t->local_shape}, {"axis_fragmentations", shape_or_null(t->axis_fragmentations)},
-             {"replica_id", replica_to_json(t->replica_id)}, {"prepend_axis_num", t->prepend_axis_num}};
+    Json out{{"kind", "tensor"},
+             {"key", t->key},
+             {"global_shape", t->global_shape},
+             {"global_offset", t->global_offset},
+             {"local_shape", t->local_shape},
+             {"axis_fragmentations", shape_or_null(t->axis_fragmentations)},
+             {"replica_id", replica_to_json(t->replica_id)},
+             {"prepend_axis_num", t->prepend_axis_num}};
     if (t->dtype != "float32") out["dtype"] = t->dtype;
     if (t->allow_shape_mismatch) out["allow_shape_mismatch"] = true;
     if (t->data) out["data"] = tensor_value_to_json(*t->data);
     return out;
   }
   if (const auto* o = std::get_if<ShardedObject>(&leaf)) {
-    Json out{{"kind", "object"}, {"key", o->key}, {"global_shape", o->global_shape},
-             {"global_offset", o->global_offset}, {"replica_id", replica_to_json(o->replica_id)}};
+    Json out{{"kind", "object"},
+             {"key", o->key},
+             {"global_shape", o->global_shape},
+             {"global_offset", o->global_offset},
+             {"replica_id", replica_to_json(o->replica_id)}};
     if (o->data) out["data"] = Json{{"object", o->data->id}};
     return out;
   }
@@ -230,7 +241,8 @@ Result<Leaf> leaf_from_json(const Json& object) {
 
 Json entries_to_json(const std::vector<FlatEntry>& entries) {
   Json out = Json::array();
-  for (const FlatEntry& entry : entries) out.push_back(Json{{"path", entry.path}, {"entry", leaf_to_json(entry.entry)}});
+  for (const FlatEntry& entry : entries)
+    out.push_back(Json{{"path", entry.path}, {"entry", leaf_to_json(entry.entry)}});
   return out;
 }
 
@@ -279,6 +291,5 @@ StateNode tree_from_json(const Json& value) {
   }
   return StateNode(PlainValue{dump(value)});
 }
-
 
 }  // namespace ih::json

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const ih::Error error = json::error_from_json(*document);
   const ih::Error error_again = json::error_from_json(json::error_to_json(error));
-  IH_FUZZ_CHECK(error_again.kind == error.kind && error_again.message == error.message, "errors round-trip through JSON");
+  IH_FUZZ_CHECK(error_again.kind == error.kind && error_again.message == error.message,
+                "errors round-trip through JSON");
   if (const auto leaf = json::leaf_from_json(*document); leaf.ok()) {
     const auto again = json::leaf_from_json(json::leaf_to_json(*leaf));
     IH_FUZZ_CHECK(again.ok(), "an encoded entry decodes");
@@ -33,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const ih::StateNode tree = json::tree_from_json(*document);
   const ih::StateNode tree_again = json::tree_from_json(json::tree_to_json(tree));
-  IH_FUZZ_CHECK(json::dump(json::tree_to_json(tree_again)) == json::dump(json::tree_to_json(tree)), "trees round-trip through JSON");
+  IH_FUZZ_CHECK(json::dump(json::tree_to_json(tree_again)) == json::dump(json::tree_to_json(tree)),
+                "trees round-trip through JSON");
   return 0;
 }

@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string pattern = kPatterns[data[0] % 4];
   const auto maps = reference.layer_maps(std::string_view(pattern));
   IH_FUZZ_CHECK(maps.ok(), "the fixed patterns have maps");
-  const std::vector<std::string> keys = ih::split(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1), '\n');
+  const std::vector<std::string> keys =
+      ih::split(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1), '\n');
   if (keys.size() > 32) return 0;
 
   std::vector<ih::FlatEntry> entries;

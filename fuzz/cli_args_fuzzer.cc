@@ -13,8 +13,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 4096) return 0;
   using namespace ih::cli;
-  static const std::vector<FlagSpec> flags = {{"json", false, "switch"}, {"pattern", true, "value"},
-                                              {"gpt-layers", true, "integer"}, {"help", false, "switch"}};
+  static const std::vector<FlagSpec> flags = {{"json", false, "switch"},
+                                              {"pattern", true, "value"},
+                                              {"gpt-layers", true, "integer"},
+                                              {"help", false, "switch"}};
   const std::vector<std::string> argv = ih::split(std::string_view(reinterpret_cast<const char*>(data), size), '\0');
   const auto parsed = parse_args(argv, flags);
   if (!parsed.ok()) return 0;

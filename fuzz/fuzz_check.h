@@ -7,20 +7,20 @@
 #include <cstdlib>
 #include <string>
 
-#define IH_FUZZ_CHECK(condition, what)                                            \
-  do {                                                                            \
-    if (!(condition)) {                                                           \
-      std::fprintf(stderr, "INVARIANT VIOLATED: %s (%s)\n", what, #condition);    \
-      std::abort();                                                               \
-    }                                                                             \
+#define IH_FUZZ_CHECK(condition, what)                                         \
+  do {                                                                         \
+    if (!(condition)) {                                                        \
+      std::fprintf(stderr, "INVARIANT VIOLATED: %s (%s)\n", what, #condition); \
+      std::abort();                                                            \
+    }                                                                          \
   } while (0)
 
 /// Runs an invariant of properties/invariants.h; a non-empty answer (what broke) is a finding.
-#define IH_FUZZ_INVARIANT(expr)                                                          \
-  do {                                                                                   \
-    const std::string ih_broken_ = (expr);                                               \
-    if (!ih_broken_.empty()) {                                                           \
+#define IH_FUZZ_INVARIANT(expr)                                                             \
+  do {                                                                                      \
+    const std::string ih_broken_ = (expr);                                                  \
+    if (!ih_broken_.empty()) {                                                              \
       std::fprintf(stderr, "INVARIANT VIOLATED: %s\n  by %s\n", ih_broken_.c_str(), #expr); \
-      std::abort();                                                                      \
-    }                                                                                    \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (0)

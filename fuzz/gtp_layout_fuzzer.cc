@@ -22,7 +22,8 @@ std::int64_t take(const std::uint8_t*& data, std::size_t& size, std::int64_t mod
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 64) return 0;
-  const ih::GdpDims dims{1 + take(data, size, 300), take(data, size, 200), 1 + take(data, size, 16), 1 + take(data, size, 4)};
+  const ih::GdpDims dims{1 + take(data, size, 300), take(data, size, 200), 1 + take(data, size, 16),
+                         1 + take(data, size, 4)};
   const std::int64_t tp = 1 + take(data, size, 4), gtp = 1 + take(data, size, 64);
   constexpr std::int64_t kAlignments[] = {0, 16, 32};
   const std::int64_t pad_alignment = kAlignments[take(data, size, 3)];

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
+#include "fuzz/pattern_reference.h"
 #include "models/hybrid_pattern.h"
 #include "models/text.h"
 #include "properties/invariants.h"
-#include "fuzz/pattern_reference.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0 || size > 512) return 0;
@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::int64_t pp = 1 + data[size - 1] % 4;
   const auto n = static_cast<std::int64_t>(std::count(main.begin(), main.end(), ih::pattern::kPipe)) + 1;
   if (n <= 12 && n % pp == 0)
-    IH_FUZZ_INVARIANT(ih::invariants::segments_follow_vp_major_order(reference, ih::split(main, ih::pattern::kPipe), pp));
+    IH_FUZZ_INVARIANT(
+        ih::invariants::segments_follow_vp_major_order(reference, ih::split(main, ih::pattern::kPipe), pp));
   else
     (void)reference.select_segment(main, {pp - 1, pp, std::nullopt, std::nullopt, std::nullopt});
   return 0;

@@ -13,9 +13,14 @@ namespace ih::fuzz {
 class PatternReference : public Implementation {
  public:
   std::string name() const override { return "reference (pattern operations)"; }
-  Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override { return pattern::parse(text); }
-  Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override { return gpt_compatible_layer_maps(text); }
-  Result<pattern::SegmentSelection> select_segment(std::string_view main, const pattern::SegmentRequest& request) override {
+  Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override {
+    return pattern::parse(text);
+  }
+  Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override {
+    return gpt_compatible_layer_maps(text);
+  }
+  Result<pattern::SegmentSelection> select_segment(std::string_view main,
+                                                   const pattern::SegmentRequest& request) override {
     return pattern::select_segment(main, request);
   }
   Result<std::vector<FlatEntry>> retarget(std::string_view, const std::vector<FlatEntry>&) override {

@@ -27,16 +27,19 @@ GtpFactoryParams review_rank(std::int64_t g, std::int64_t gtp, std::int64_t pad,
 TEST(AddendumF, GatherSavedLoadsAtAnotherGtpByBothDesigns) {
   std::vector<StateNode> trees;
   for (std::int64_t g = 0; g < 2; ++g)
-    trees.push_back(StateNode(StateDict{{std::string("w"),
-                                         StateNode(make_gtp_factory(GtpSaveDesign::gather, review_rank(g, 2, 16, GtpSaveDesign::gather)).value())}}));
+    trees.push_back(StateNode(StateDict{
+        {std::string("w"),
+         StateNode(make_gtp_factory(GtpSaveDesign::gather, review_rank(g, 2, 16, GtpSaveDesign::gather)).value())}}));
   const Checkpoint saved = save_checkpoint(trees).value();
   for (GtpSaveDesign design : {GtpSaveDesign::shard_split, GtpSaveDesign::gather}) {
-    const StateNode request(StateDict{{std::string("w"), StateNode(make_gtp_factory(design, review_rank(1, 4, 32, design)).value())}});
+    const StateNode request(
+        StateDict{{std::string("w"), StateNode(make_gtp_factory(design, review_rank(1, 4, 32, design)).value())}});
     const StateNode loaded = load_checkpoint(saved, request, LoadOrder::serialization_load).value();
     const TensorValue& w = std::get<TensorValue>(loaded.find(std::string("w"))->leaf());
     std::vector<RowBlock> joined;
     for (const RowBlock& b : w.blocks)
-      if (!joined.empty() && joined.back().storage == b.storage && (b.is_zero() || joined.back().first_row + joined.back().rows == b.first_row))
+      if (!joined.empty() && joined.back().storage == b.storage &&
+          (b.is_zero() || joined.back().first_row + joined.back().rows == b.first_row))
         joined.back().rows += b.rows;
       else if (b.rows > 0)
         joined.push_back(b);
@@ -54,12 +57,15 @@ TEST(AddendumG, SingleExpertObjectLooksLikeThePlaceholder) {
   const StateNode gpt = gpt_sharded_state_dict(c, 2, {}).value();
   std::set<std::string> hybrid_keys, gpt_keys;
   for (const FlatEntry& e : flatten(hybrid))
-    if (const auto* o = std::get_if<ShardedObject>(&e.entry); o && o->key.find("experts.linear_fc1") != std::string::npos)
+    if (const auto* o = std::get_if<ShardedObject>(&e.entry);
+        o && o->key.find("experts.linear_fc1") != std::string::npos)
       hybrid_keys.insert(o->unique_key());
   for (const FlatEntry& e : flatten(gpt))
-    if (const auto* o = std::get_if<ShardedObject>(&e.entry); o && o->key.find("experts.linear_fc1") != std::string::npos)
+    if (const auto* o = std::get_if<ShardedObject>(&e.entry);
+        o && o->key.find("experts.linear_fc1") != std::string::npos)
       gpt_keys.insert(o->unique_key());
-  EXPECT_TRUE(hybrid_keys.count("decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1_2")) << *hybrid_keys.begin();
+  EXPECT_TRUE(hybrid_keys.count("decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1_2"))
+      << *hybrid_keys.begin();
   EXPECT_TRUE(gpt_keys.count("decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1.0_2.1")) << *gpt_keys.begin();
 }
 

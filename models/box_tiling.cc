@@ -64,8 +64,7 @@ class Sweep {
   void leaf(const Box& cell, const std::vector<std::size_t>& active) {
     if (active.empty()) holes_.push_back(cell);
     for (std::size_t x = 0; x < active.size(); ++x)
-      for (std::size_t y = x + 1; y < active.size(); ++y)
-        pairs_.insert(std::minmax(active[x], active[y]));
+      for (std::size_t y = x + 1; y < active.size(); ++y) pairs_.insert(std::minmax(active[x], active[y]));
   }
 
   const std::vector<Box>& pieces_;

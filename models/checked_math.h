@@ -12,16 +12,16 @@ namespace ih {
 inline Result<std::int64_t> checked_add(std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out))
-    return make_error(ErrorKind::overflow, std::string(what) + ": " + std::to_string(a) + " + " +
-                                               std::to_string(b) + " overflows 64 bits");
+    return make_error(ErrorKind::overflow,
+                      std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) + " overflows 64 bits");
   return out;
 }
 
 inline Result<std::int64_t> checked_mul(std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out))
-    return make_error(ErrorKind::overflow, std::string(what) + ": " + std::to_string(a) + " * " +
-                                               std::to_string(b) + " overflows 64 bits");
+    return make_error(ErrorKind::overflow,
+                      std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows 64 bits");
   return out;
 }
 

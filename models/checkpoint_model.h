@@ -28,7 +28,7 @@ Result<SavePreprocessed> save_preprocess(const StateNode& tree);
 /// One stored chunk: a main replica's box (prepended axes have extent 1) and its data view.
 struct StoredChunk {
   std::int64_t rank = 0;
-  Box box;                          // in global coordinates
+  Box box;  // in global coordinates
   std::int64_t prepend_axis_num = 0;
   std::string dtype;
   std::optional<TensorValue> data;  // what the saver's entry viewed (nullopt: metadata only)

@@ -29,7 +29,8 @@ StateNode rank_tree(GtpSaveDesign design, std::int64_t gtp_size, std::int64_t g,
   GtpFactoryParams p = params(gtp_size, g, storage);
   if (design == GtpSaveDesign::gather) p.replica_id = ReplicaId::tuple({0, 0, g});
   const ShardedTensor a_log = ShardedTensor::from_rank_offsets("mixer.A_log", {4}, {}, ReplicaId::tuple({0, g, 0}), 0,
-                                                               TensorValue::of_storage(50 + storage, {4})).value();
+                                                               TensorValue::of_storage(50 + storage, {4}))
+                                  .value();
   StateDict mixer{{"in_proj.weight", StateNode(make_gtp_factory(design, p).value())}, {"A_log", StateNode(a_log)}};
   return StateNode(StateDict{{"iteration", StateNode(PlainValue{"7"})}, {"mixer", StateNode(std::move(mixer))}});
 }
@@ -58,7 +59,8 @@ TEST(CheckpointModel, BaselineToStateDictFailsOnTheAllPaddingRank) {
   const auto baseline = load_checkpoint(saved, request, LoadOrder::to_state_dict_baseline);
   ASSERT_FALSE(baseline.ok());
   EXPECT_EQ(baseline.error().kind, ErrorKind::merge_key_mismatch);
-  EXPECT_NE(baseline.error().message.find("Different dict keys encountered in `apply_factory_merges`"), std::string::npos);
+  EXPECT_NE(baseline.error().message.find("Different dict keys encountered in `apply_factory_merges`"),
+            std::string::npos);
   for (LoadOrder order : {LoadOrder::to_state_dict_fixed, LoadOrder::serialization_load}) {
     const StateNode loaded = load_checkpoint(saved, request, order).value();
     EXPECT_EQ(in_proj_of(loaded), TensorValue::zeros({6, kCols}, "bfloat16")) << to_string(order);
@@ -72,15 +74,17 @@ TEST(CheckpointModel, AllOrdersAgreeOnAPartialRank) {
   const Checkpoint saved = save_g4(GtpSaveDesign::shard_split);
   const StateNode request = rank_tree(GtpSaveDesign::shard_split, 4, 2, 22);
   const std::vector<RowBlock> expected{{12, 0, 4}, {0, 0, 2}};  // 4 real rows of rank 2, 2 zero rows
-  for (LoadOrder order : {LoadOrder::to_state_dict_baseline, LoadOrder::to_state_dict_fixed, LoadOrder::serialization_load})
+  for (LoadOrder order :
+       {LoadOrder::to_state_dict_baseline, LoadOrder::to_state_dict_fixed, LoadOrder::serialization_load})
     EXPECT_EQ(in_proj_of(load_checkpoint(saved, request, order).value()).blocks, expected) << to_string(order);
 }
 
 TEST(CheckpointModel, CrossGtpLoadToNonGtpAndToG2) {
   const Checkpoint saved = save_g4(GtpSaveDesign::shard_split);
   const ShardedTensor orig = tp_row_sharded(kKey, 16, kCols, 1, 0).value();
-  const StateNode plain(StateDict{{"mixer", StateNode(StateDict{{"in_proj.weight",
-      StateNode(make_split_factory(orig, params(4, 0, 1).layout).value())}})}});
+  const StateNode plain(StateDict{
+      {"mixer",
+       StateNode(StateDict{{"in_proj.weight", StateNode(make_split_factory(orig, params(4, 0, 1).layout).value())}})}});
   EXPECT_EQ(in_proj_of(load_checkpoint(saved, plain, LoadOrder::serialization_load).value()).blocks,
             (std::vector<RowBlock>{{10, 0, 6}, {11, 0, 6}, {12, 0, 4}}));
   // G = 2, p = 3: A = 6, pad = 2, R = 9; g = 1 holds TP-local rows 9..15 then 2 zero rows.
@@ -92,7 +96,8 @@ TEST(CheckpointModel, CrossGtpLoadToNonGtpAndToG2) {
 TEST(CheckpointModel, GatherCheckpointsLoadUnchangedIntoTheShardSplit) {
   const Checkpoint saved = save_g4(GtpSaveDesign::gather);
   // Only GTP peer 0 is a main replica; its gather buffer (derived storage id) holds D rows.
-  const std::uint64_t buffer = saved.index.find(std::string(kKey) + ".z", {2, kCols})->front().data->blocks.front().storage;
+  const std::uint64_t buffer =
+      saved.index.find(std::string(kKey) + ".z", {2, kCols})->front().data->blocks.front().storage;
   const StateNode request = rank_tree(GtpSaveDesign::shard_split, 4, 2, 22);
   EXPECT_EQ(in_proj_of(load_checkpoint(saved, request, LoadOrder::serialization_load).value()).blocks,
             (std::vector<RowBlock>{{buffer, 12, 4}, {0, 0, 2}}));

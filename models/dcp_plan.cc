@@ -70,11 +70,12 @@ void sweep_overlaps(const std::string& key, const Shape& size, const std::vector
     const std::int64_t start = current.offsets.size() > sweep ? current.offsets[sweep] : 0;
     const std::int64_t end = end_of(start, current.sizes.size() > sweep ? current.sizes[sweep] : 0);
     // Drop every active chunk that ends at or before this one starts.
-    active.erase(active.begin(), std::upper_bound(active.begin(), active.end(),
-                                                  std::make_pair(start, static_cast<std::size_t>(-1))));
+    active.erase(active.begin(),
+                 std::upper_bound(active.begin(), active.end(), std::make_pair(start, static_cast<std::size_t>(-1))));
     for (const auto& [_, other] : active)
       if (boxes_overlap(current, *chunks[other]))
-        errors.push_back("key:" + key + " has overlapping chunks: " + show_chunk(current) + " " + show_chunk(*chunks[other]));
+        errors.push_back("key:" + key + " has overlapping chunks: " + show_chunk(current) + " " +
+                         show_chunk(*chunks[other]));
     active.insert(std::upper_bound(active.begin(), active.end(), std::make_pair(end, idx)), {end, idx});
   }
 }
@@ -145,8 +146,8 @@ std::vector<std::string> dcp_validate_global_plan(const std::vector<std::vector<
     bool overflow = false;
     for (const DcpWriteItem* chunk : chunks) {
       if (!in_bounds(size, *chunk))
-        errors.push_back("key:" + key + " has out of bounds chunk: tensor-size:(" + join_ints(size, ", ") + ") chunk: " +
-                         show_chunk(*chunk));
+        errors.push_back("key:" + key + " has out of bounds chunk: tensor-size:(" + join_ints(size, ", ") +
+                         ") chunk: " + show_chunk(*chunk));
       const auto v = volume(chunk->sizes);
       if (!v || __builtin_add_overflow(chunks_volume, *v, &chunks_volume)) overflow = true;
     }
@@ -169,7 +170,8 @@ DcpPlanReport dcp_validate_save_plan(const GlobalMetadata& metadata, std::option
   std::vector<std::vector<DcpWriteItem>> plans(static_cast<std::size_t>(world));
   for (const RankedTensor& t : metadata.tensors) {
     if (!t.tensor.is_main_replica() || t.rank < 0) continue;  // only main replicas are written
-    DcpWriteItem item{t.tensor.key, t.tensor.global_offset, Shape(static_cast<std::size_t>(std::max<std::int64_t>(0, t.tensor.prepend_axis_num)), 1),
+    DcpWriteItem item{t.tensor.key, t.tensor.global_offset,
+                      Shape(static_cast<std::size_t>(std::max<std::int64_t>(0, t.tensor.prepend_axis_num)), 1),
                       t.tensor.global_shape, dcp_element_size(t.tensor.dtype)};
     item.sizes.insert(item.sizes.end(), t.tensor.local_shape.begin(), t.tensor.local_shape.end());
     plans[static_cast<std::size_t>(t.rank)].push_back(std::move(item));

@@ -36,7 +36,8 @@ std::int64_t dcp_element_size(const std::string& dtype);
 /// The save plans of every rank (main-replica tensors only; ShardedObjects are byte items, which
 /// the validation skips), de-duplicated and validated. The number of plans is the largest of
 /// `world_size`, metadata.world_size and the highest rank seen + 1.
-DcpPlanReport dcp_validate_save_plan(const GlobalMetadata& metadata, std::optional<std::int64_t> world_size = std::nullopt);
+DcpPlanReport dcp_validate_save_plan(const GlobalMetadata& metadata,
+                                     std::optional<std::int64_t> world_size = std::nullopt);
 
 /// dedup_save_plans (save_to_lowest_rank = false): an item planned by several ranks (same key and
 /// offset) stays with the rank whose plan is smallest so far; the others drop it.

@@ -9,8 +9,8 @@
 namespace ih {
 namespace {
 
-ShardedTensor rows(const std::string& key, std::int64_t offset, std::int64_t n, std::int64_t global,
-                   bool grid = false, ReplicaId replica = ReplicaId::tuple({0, 0, 0})) {
+ShardedTensor rows(const std::string& key, std::int64_t offset, std::int64_t n, std::int64_t global, bool grid = false,
+                   ReplicaId replica = ReplicaId::tuple({0, 0, 0})) {
   ShardedTensor t;
   t.key = key, t.dtype = "float32";
   t.local_shape = {n, 2}, t.global_shape = {global, 2}, t.global_offset = {offset, 0};
@@ -93,7 +93,8 @@ TEST(DcpPlan, ExampleBPieces) {
     }
   EXPECT_TRUE(dcp_validate_save_plan(meta).errors.empty());
   std::erase_if(meta.tensors, [](const RankedTensor& t) { return t.rank == 3 && t.tensor.key == "w.V2"; });
-  EXPECT_TRUE(mentions(dcp_validate_save_plan(meta).errors, "key:w.V2 invalid fill tensor-volume: 40 chunks-volume: 24"));
+  EXPECT_TRUE(
+      mentions(dcp_validate_save_plan(meta).errors, "key:w.V2 invalid fill tensor-volume: 40 chunks-volume: 24"));
 }
 
 }  // namespace

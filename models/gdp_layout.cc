@@ -38,9 +38,9 @@ std::int64_t SplitLayout::index_of(const std::string& name) const {
 
 Status validate_layout(const SplitLayout& layout, const std::string& what) {
   if (layout.sections.size() != layout.names.size())
-    return make_error(ErrorKind::invalid_layout_parameter,
-                      what + ": " + std::to_string(layout.sections.size()) + " sections but " +
-                          std::to_string(layout.names.size()) + " names");
+    return make_error(ErrorKind::invalid_layout_parameter, what + ": " + std::to_string(layout.sections.size()) +
+                                                               " sections but " + std::to_string(layout.names.size()) +
+                                                               " names");
   if (layout.sections.empty()) return make_error(ErrorKind::invalid_layout_parameter, what + ": no sections");
   for (std::size_t i = 0; i < layout.sections.size(); ++i)
     IH_TRY_STATUS(require_positive(layout.sections[i], what + " section '" + layout.names[i] + "'"));

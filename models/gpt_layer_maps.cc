@@ -43,7 +43,8 @@ Result<GptCompatLayerMaps> gpt_compatible_layer_maps(std::optional<std::string_v
                           "'), which have no source weights in a GPT checkpoint. Remove the MTP part of the pattern "
                           "to load a GPT checkpoint.");
   const std::string main = strip_pipes(parsed.main.value_or(""));
-  if (main.empty()) return make_error(ErrorKind::empty_pattern, "Hybrid layer pattern is empty; set --hybrid-layer-pattern.");
+  if (main.empty())
+    return make_error(ErrorKind::empty_pattern, "Hybrid layer pattern is empty; set --hybrid-layer-pattern.");
   std::set<char> untranslatable;
   for (const char c : main)
     if (c != kAttention && c != kMlp && c != kMoe && c != kMamba) untranslatable.insert(c);
@@ -56,9 +57,11 @@ Result<GptCompatLayerMaps> gpt_compatible_layer_maps(std::optional<std::string_v
   const IndexMap& dense = maps[symbol_index(kMlp)];
   const IndexMap& moe = maps[symbol_index(kMoe)];
   if (!dense.empty() && !moe.empty())
-    return make_error(ErrorKind::mixed_mlp_kinds,
-                      "Hybrid layer pattern " + shown + " mixes dense ('-') and MoE ('E') MLP positions. GPT "
-                          "checkpoints have one MLP kind on every layer, so the pattern must use only one of '-' or 'E'.");
+    return make_error(
+        ErrorKind::mixed_mlp_kinds,
+        "Hybrid layer pattern " + shown +
+            " mixes dense ('-') and MoE ('E') MLP positions. GPT "
+            "checkpoints have one MLP kind on every layer, so the pattern must use only one of '-' or 'E'.");
   const IndexMap& mlp = moe.empty() ? dense : moe;
   const IndexMap& attention = maps[symbol_index(kAttention)];
   if (attention.size() != mlp.size() || attention.empty())

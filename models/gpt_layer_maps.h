@@ -13,8 +13,8 @@ namespace ih {
 
 /// GPTCompatLayerMaps: compares by value, like Megatron's frozen dataclass.
 struct GptCompatLayerMaps {
-  pattern::IndexMap attention_to_gpt;  // (hybrid index of the i-th '*', i), ascending
-  pattern::IndexMap mlp_to_gpt;        // (hybrid index of the i-th '-' or 'E', i), ascending
+  pattern::IndexMap attention_to_gpt;    // (hybrid index of the i-th '*', i), ascending
+  pattern::IndexMap mlp_to_gpt;          // (hybrid index of the i-th '-' or 'E', i), ascending
   std::vector<std::int64_t> fresh_init;  // hybrid indices of 'M' positions, ascending
   std::int64_t num_gpt_layers = 0;
 

@@ -86,8 +86,8 @@ Result<WorldGrids> default_world_grids(std::int64_t tp, std::int64_t gtp, std::i
   IH_TRY_ASSIGN(expert_model, checked_mul(model, egtp, "etp * ep * egtp"));
   const std::int64_t world = dense.world_size();
   if (world % expert_model != 0)
-    return bad_grid("world size " + std::to_string(world) + " is not divisible by etp*ep*egtp = " +
-                    std::to_string(expert_model));
+    return bad_grid("world size " + std::to_string(world) +
+                    " is not divisible by etp*ep*egtp = " + std::to_string(expert_model));
   IH_TRY_ASSIGN(expert, ParallelGrid::make(kExpertGridOrder, etp, egtp, 1, ep, world / expert_model));
   return WorldGrids{std::move(dense), std::move(expert)};
 }
@@ -110,7 +110,8 @@ Result<ParallelGrid> election_model_grid(const GtpElection& e) {
 
 Result<std::int64_t> gtp_replica_rank(const GtpElection& e) {
   // Dense weights are replicated over DP x CP, routed experts over expert DP; both without GTP.
-  const std::vector<std::string> replicas = e.expert ? std::vector<std::string>{"dp"} : std::vector<std::string>{"dp", "cp"};
+  const std::vector<std::string> replicas =
+      e.expert ? std::vector<std::string>{"dp"} : std::vector<std::string>{"dp", "cp"};
   if (e.caller) {
     IH_TRY_ASSIGN(grid, election_model_grid(e));
     return grid.group_rank(e.global_rank, replicas);

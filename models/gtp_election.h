@@ -15,8 +15,8 @@ namespace ih {
 /// A rank grid as RankGenerator builds it: axes named tp, gtp_remat, cp, ep, dp, pp in `order`,
 /// the first axis varying fastest. Sizes of axes missing from the order must be 1.
 struct ParallelGrid {
-  std::vector<std::string> order;  // e.g. {"tp", "gtp_remat", "cp", "ep", "dp", "pp"}
-  std::vector<std::int64_t> sizes; // one per axis of `order`
+  std::vector<std::string> order;   // e.g. {"tp", "gtp_remat", "cp", "ep", "dp", "pp"}
+  std::vector<std::int64_t> sizes;  // one per axis of `order`
 
   /// Checks axis names, duplicates and sizes >= 1; the product must fit in 64 bits.
   static Result<ParallelGrid> make(const std::string& order, std::int64_t tp, std::int64_t gtp_remat, std::int64_t cp,
@@ -51,17 +51,17 @@ Result<WorldGrids> default_world_grids(std::int64_t tp, std::int64_t gtp, std::i
 
 /// What decides the replica_id of one rank's GTP parameter entry.
 struct GtpElection {
-  bool expert = false;            // a routed-expert weight (allreduce = False): elected over expert DP
+  bool expert = false;  // a routed-expert weight (allreduce = False): elected over expert DP
   std::int64_t global_rank = 0;
   /// The caller's process groups (pg_collection dp_cp / expt_dp, both GTP-excluded), stamped on
   /// the parameter at wrap time as gtp_replica_group; nullopt: nothing stamped.
   std::optional<WorldGrids> caller;
   /// parallel_state's globals; nullopt: parallel_state not initialized.
   std::optional<WorldGrids> globals;
-  bool distributed = true;        // torch.distributed initialized
+  bool distributed = true;  // torch.distributed initialized
   /// replica_id handed to make_tp_sharded_tensor_for_checkpoint by the caller; wins over everything.
   std::optional<ReplicaId> explicit_replica_id;
-  std::int64_t local_experts = 1; // expert weights per EP rank (expert axis E = ep * local_experts)
+  std::int64_t local_experts = 1;  // expert weights per EP rank (expert axis E = ep * local_experts)
   std::int64_t expert_local_index = 0;
 };
 

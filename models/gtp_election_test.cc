@@ -17,8 +17,8 @@ TEST(ParallelGrid, RankGeneratorOrder) {
   EXPECT_EQ(g.coordinate(5, "tp"), 1);
   EXPECT_EQ(g.coordinate(5, "gtp_remat"), 0);
   EXPECT_EQ(g.coordinate(5, "dp"), 1);
-  EXPECT_EQ(g.group_rank(7, {"dp", "cp"}), 1);                // GTP-excluded DP x CP
-  EXPECT_EQ(g.group_rank(7, {"gtp_remat", "dp", "cp"}), 3);   // GTP-inclusive: g + G*d
+  EXPECT_EQ(g.group_rank(7, {"dp", "cp"}), 1);               // GTP-excluded DP x CP
+  EXPECT_EQ(g.group_rank(7, {"gtp_remat", "dp", "cp"}), 3);  // GTP-inclusive: g + G*d
   EXPECT_EQ(ParallelGrid::make("tp-dp", 2, 2, 1, 1, 1).error().kind, ErrorKind::invalid_layout_parameter);
   EXPECT_EQ(ParallelGrid::make("tp-xx", 1, 1, 1, 1, 1).error().kind, ErrorKind::invalid_layout_parameter);
 }
@@ -81,7 +81,8 @@ TEST(GtpParamEntry, ExpertEntriesElectOverExpertDp) {
   }
   EXPECT_TRUE(check_integrity(meta).ok());
   // Electing over the dense DP x CP group instead (dense dp 4) leaves holes and duplicates.
-  for (RankedTensor& t : meta.tensors) t.tensor.replica_id = ReplicaId::tuple({0, 0, w.dense.group_rank(t.rank, {"dp", "cp"})});
+  for (RankedTensor& t : meta.tensors)
+    t.tensor.replica_id = ReplicaId::tuple({0, 0, w.dense.group_rank(t.rank, {"dp", "cp"})});
   EXPECT_FALSE(check_integrity(meta).ok());
 }
 

@@ -1,8 +1,8 @@
 // The two GTP in_proj factories behind make_gtp_factory (spec 4.5 and 4.7).
 #include <memory>
 
-#include "models/gtp_layout.h"
 #include "models/checked_math.h"
+#include "models/gtp_layout.h"
 #include "models/split_factory.h"
 
 namespace ih {
@@ -26,7 +26,8 @@ class GtpGatherBuilder : public FactoryBuilder {
       return make_error(ErrorKind::invalid_argument, "gather merge: loaded " + std::to_string(full.rows()) +
                                                          " rows, expected D = " + std::to_string(padding_.rows));
     const std::int64_t total = padding_.shard_rows * padding_.gtp_size;
-    IH_TRY_ASSIGN(padded, TensorValue::concat_rows({full, TensorValue::zeros({total - padding_.rows, cols_}, full.dtype)}));
+    IH_TRY_ASSIGN(padded,
+                  TensorValue::concat_rows({full, TensorValue::zeros({total - padding_.rows, cols_}, full.dtype)}));
     const std::int64_t begin = gtp_rank_ * padding_.shard_rows;
     return padded.row_view(begin, begin + padding_.shard_rows);
   }
@@ -43,8 +44,12 @@ class GtpShardSplitBuilder : public FactoryBuilder {
  public:
   GtpShardSplitBuilder(SplitLayout layout, std::vector<GtpPiece> plan, std::int64_t shard_rows, std::int64_t real_rows,
                        std::int64_t cols, std::string dtype)
-      : layout_(std::move(layout)), plan_(std::move(plan)), shard_rows_(shard_rows), real_rows_(real_rows),
-        cols_(cols), dtype_(std::move(dtype)) {}
+      : layout_(std::move(layout)),
+        plan_(std::move(plan)),
+        shard_rows_(shard_rows),
+        real_rows_(real_rows),
+        cols_(cols),
+        dtype_(std::move(dtype)) {}
   std::string name() const override { return "gtp_shard_split"; }
   Result<StateNode> build(const std::string& key, const std::optional<TensorValue>& data,
                           const ReplicaId& replica_id) const override;
@@ -78,8 +83,8 @@ Result<StateNode> GtpShardSplitBuilder::build(const std::string& key, const std:
                                               const ReplicaId& replica_id) const {
   if (data && data->shape != Shape{shard_rows_, cols_})
     return make_error(ErrorKind::invalid_argument, "gtp shard split of '" + key + "': data has " +
-                                                       std::to_string(data->rows()) + " rows, expected R = " +
-                                                       std::to_string(shard_rows_));
+                                                       std::to_string(data->rows()) +
+                                                       " rows, expected R = " + std::to_string(shard_rows_));
   if (plan_.empty()) {
     // All-padding rank: an LNP keeps the factory's path alive through load preprocessing.
     TensorValue empty = data ? data->row_view(0, 0) : TensorValue{{0, cols_}, dtype_, {}};
@@ -113,7 +118,8 @@ std::uint64_t gather_storage_of(const GtpFactoryParams& params) {
 
 Result<ShardedTensorFactory> make_gather_factory(const GtpFactoryParams& params, const GtpPadding& padding) {
   std::optional<TensorValue> gathered;
-  if (params.shard) gathered = TensorValue::of_storage(gather_storage_of(params), {padding.rows, params.cols}, params.dtype);
+  if (params.shard)
+    gathered = TensorValue::of_storage(gather_storage_of(params), {padding.rows, params.cols}, params.dtype);
   IH_TRY_ASSIGN(orig, tp_row_sharded(params.key, padding.rows, params.cols, params.tp_size, params.tp_rank,
                                      params.replica_id, gathered, params.dtype));
   IH_TRY_ASSIGN(split, SplitFactoryBuilder::create(orig, params.layout));

@@ -30,10 +30,11 @@ struct Expected {
 
 std::vector<Expected> table(std::int64_t t, std::int64_t g) {
   if (g == 0)
-    return {{"z", 10, 10 * t, 20, 0}, {"V0", 10, 10 * t, 20, 10}, {"V1", 10, 10 * t, 20, 20}, {"V2", 2, 10 * t, 20, 30}};
-  return {{"V2", 8, 2 + 10 * t, 20, 0}, {"K0", 3, 3 * t, 6, 8},  {"K1", 3, 3 * t, 6, 11}, {"K2", 3, 3 * t, 6, 14},
-          {"Q", 3, 3 * t, 6, 17},       {"b0", 2, 2 * t, 4, 20}, {"b1", 2, 2 * t, 4, 22}, {"b2", 2, 2 * t, 4, 24},
-          {"a", 2, 2 * t, 4, 26}};
+    return {
+        {"z", 10, 10 * t, 20, 0}, {"V0", 10, 10 * t, 20, 10}, {"V1", 10, 10 * t, 20, 20}, {"V2", 2, 10 * t, 20, 30}};
+  return {{"V2", 8, 2 + 10 * t, 20, 0}, {"K0", 3, 3 * t, 6, 8},  {"K1", 3, 3 * t, 6, 11},
+          {"K2", 3, 3 * t, 6, 14},      {"Q", 3, 3 * t, 6, 17},  {"b0", 2, 2 * t, 4, 20},
+          {"b1", 2, 2 * t, 4, 22},      {"b2", 2, 2 * t, 4, 24}, {"a", 2, 2 * t, 4, 26}};
 }
 
 TEST(GtpShardSplit, ExampleBTableEveryPiece) {
@@ -81,8 +82,7 @@ TEST(GtpShardSplit, KeysAndShapesEqualTheNonGtpFactory) {
     }
     const ShardedTensor orig = tp_row_sharded("w", 60, kCols, 2, t).value();
     const auto chunks = split_chunks(orig, example_b(t, 0).layout).value();
-    for (const ShardedTensor& chunk : chunks)
-      plain.insert({chunk.key, chunk.global_shape});
+    for (const ShardedTensor& chunk : chunks) plain.insert({chunk.key, chunk.global_shape});
     EXPECT_EQ(gtp, plain);
   }
 }
@@ -125,7 +125,8 @@ TEST(GtpGather, BuildIsTheNonGtpSplitOfTheGatheredBuffer) {
   p.replica_id = ReplicaId::tuple({0, 0, 1});  // GTP-inclusive dp_cp rank: not the main replica
   p.gather_storage = 55;
   const StateNode built = make_gtp_factory(GtpSaveDesign::gather, p).value().build().value();
-  const ShardedTensor orig = tp_row_sharded("w", 60, kCols, 2, 1, p.replica_id, TensorValue::of_storage(55, {60, kCols}, "bfloat16")).value();
+  const ShardedTensor orig =
+      tp_row_sharded("w", 60, kCols, 2, 1, p.replica_id, TensorValue::of_storage(55, {60, kCols}, "bfloat16")).value();
   const auto chunks = split_chunks(orig, p.layout).value();
   ASSERT_EQ(built.list().size(), chunks.size());
   for (std::size_t i = 0; i < chunks.size(); ++i) EXPECT_EQ(std::get<ShardedTensor>(built.list()[i].leaf()), chunks[i]);

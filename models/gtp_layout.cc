@@ -42,8 +42,8 @@ Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::in
   return out;
 }
 
-Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const GtpPadding& padding,
-                                             std::int64_t tp_size, std::int64_t tp_rank, std::int64_t gtp_rank) {
+Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const GtpPadding& padding, std::int64_t tp_size,
+                                             std::int64_t tp_rank, std::int64_t gtp_rank) {
   const std::int64_t R = padding.shard_rows, shard_begin = gtp_rank * R;
   const std::int64_t real_end = shard_begin + padding.real_rows(gtp_rank);  // pad rows are never emitted
   const std::vector<std::int64_t> starts = layout.starts();
@@ -62,13 +62,10 @@ Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const Gt
 Result<GtpSaveDesign> parse_gtp_design(const std::string& text) {
   if (text == "gather") return GtpSaveDesign::gather;
   if (text == "shard-split" || text == "shard_split") return GtpSaveDesign::shard_split;
-  return make_error(ErrorKind::invalid_layout_parameter,
-                    "design must be gather or shard-split, got '" + text + "'");
+  return make_error(ErrorKind::invalid_layout_parameter, "design must be gather or shard-split, got '" + text + "'");
 }
 
-std::string to_string(GtpSaveDesign design) {
-  return design == GtpSaveDesign::gather ? "gather" : "shard-split";
-}
+std::string to_string(GtpSaveDesign design) { return design == GtpSaveDesign::gather ? "gather" : "shard-split"; }
 
 Result<GtpPadding> gtp_weight_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
   // A one-rank GTP group is never wrapped (wrap_module_params_gtp returns at once): the weight stays
@@ -81,13 +78,15 @@ Result<GtpPadding> gtp_padding_of(const GtpFactoryParams& params) {
   IH_TRY_STATUS(require_positive(params.tp_size, "tp_size (T)"));
   IH_TRY_STATUS(require_positive(params.cols, "cols (C)"));
   if (params.tp_rank < 0 || params.tp_rank >= params.tp_size)
-    return make_error(ErrorKind::invalid_layout_parameter, "tp_rank " + std::to_string(params.tp_rank) +
-                                                               " is outside [0, " + std::to_string(params.tp_size) + ")");
+    return make_error(
+        ErrorKind::invalid_layout_parameter,
+        "tp_rank " + std::to_string(params.tp_rank) + " is outside [0, " + std::to_string(params.tp_size) + ")");
   IH_TRY_ASSIGN(rows, params.layout.total_rows());
   IH_TRY_ASSIGN(padding, gtp_weight_padding(rows, params.gtp_size, params.pad_alignment));
   if (params.gtp_rank < 0 || params.gtp_rank >= params.gtp_size)
-    return make_error(ErrorKind::invalid_layout_parameter, "gtp_rank " + std::to_string(params.gtp_rank) +
-                                                               " is outside [0, " + std::to_string(params.gtp_size) + ")");
+    return make_error(
+        ErrorKind::invalid_layout_parameter,
+        "gtp_rank " + std::to_string(params.gtp_rank) + " is outside [0, " + std::to_string(params.gtp_size) + ")");
   if (params.shard && params.shard->shape != Shape{padding.shard_rows, params.cols})
     return make_error(ErrorKind::invalid_layout_parameter,
                       "shard of '" + params.key + "' has " + std::to_string(params.shard->rows()) +
@@ -107,10 +106,10 @@ Result<ShardedTensor> elected_composite_tensor(const GtpFactoryParams& params, c
   if (grid.size("tp") != params.tp_size || grid.size("gtp_remat") != params.gtp_size || t != params.tp_rank ||
       g != params.gtp_rank)
     return make_error(ErrorKind::invalid_layout_parameter,
-                      "rank " + std::to_string(e.global_rank) + " of grid " + grid.to_string() + " is (t=" +
-                          std::to_string(t) + ", g=" + std::to_string(g) + "), the params say (t=" +
-                          std::to_string(params.tp_rank) + " of " + std::to_string(params.tp_size) + ", g=" +
-                          std::to_string(params.gtp_rank) + " of " + std::to_string(params.gtp_size) + ")");
+                      "rank " + std::to_string(e.global_rank) + " of grid " + grid.to_string() +
+                          " is (t=" + std::to_string(t) + ", g=" + std::to_string(g) + "), the params say (t=" +
+                          std::to_string(params.tp_rank) + " of " + std::to_string(params.tp_size) +
+                          ", g=" + std::to_string(params.gtp_rank) + " of " + std::to_string(params.gtp_size) + ")");
   IH_TRY_ASSIGN(replica, gtp_entry_replica_id(e));
   IH_TRY_ASSIGN(fragments, checked_mul(params.tp_size, params.gtp_size, "T*G"));
   std::vector<AxisOffset> offsets;
@@ -137,9 +136,9 @@ Result<ShardedTensor> gtp_composite_tensor(const GtpFactoryParams& params) {
   if (params.election) return elected_composite_tensor(params, padding);
   IH_TRY_ASSIGN(fragments, checked_mul(params.tp_size, params.gtp_size, "T*G"));
   const std::int64_t slot = params.tp_rank * params.gtp_size + params.gtp_rank;
-  IH_TRY_ASSIGN(tensor, ShardedTensor::from_rank_offsets(params.key, {padding.shard_rows, params.cols},
-                                                         {{0, slot, fragments}}, params.replica_id, 0, params.shard,
-                                                         params.dtype));
+  IH_TRY_ASSIGN(tensor,
+                ShardedTensor::from_rank_offsets(params.key, {padding.shard_rows, params.cols}, {{0, slot, fragments}},
+                                                 params.replica_id, 0, params.shard, params.dtype));
   tensor.allow_shape_mismatch = padding.pad > 0;
   return tensor;
 }

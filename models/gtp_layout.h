@@ -41,18 +41,18 @@ Result<GtpPadding> gtp_weight_padding(std::int64_t rows, std::int64_t gtp_size, 
 
 /// One piece of the shard split (spec 4.7 build table), as plain numbers.
 struct GtpPiece {
-  std::size_t section = 0;            // index into the layout
-  std::int64_t shard_row = 0;         // a - g*R: first row inside the (R, C) shard
-  std::int64_t rows = 0;              // b - a
-  std::int64_t global_rows = 0;       // T * s_j, as in the non-GTP chunk
-  std::int64_t global_row_offset = 0; // t * s_j + (a - c_j)
+  std::size_t section = 0;             // index into the layout
+  std::int64_t shard_row = 0;          // a - g*R: first row inside the (R, C) shard
+  std::int64_t rows = 0;               // b - a
+  std::int64_t global_rows = 0;        // T * s_j, as in the non-GTP chunk
+  std::int64_t global_row_offset = 0;  // t * s_j + (a - c_j)
   bool operator==(const GtpPiece&) const = default;
 };
 
 /// The non-empty overlaps of shard g's real rows with each section, in section order; none on an
 /// all-padding rank. Pure arithmetic: the builder, the report and the benchmark share it.
-Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const GtpPadding& padding,
-                                             std::int64_t tp_size, std::int64_t tp_rank, std::int64_t gtp_rank);
+Result<std::vector<GtpPiece>> gtp_piece_plan(const SplitLayout& layout, const GtpPadding& padding, std::int64_t tp_size,
+                                             std::int64_t tp_rank, std::int64_t gtp_rank);
 
 /// Which GTP save path builds the in_proj factory.
 enum class GtpSaveDesign {
@@ -71,8 +71,8 @@ enum class GtpMixer { gdp, mamba };
 
 /// Everything one (t, g) rank knows when it builds its in_proj factory.
 struct GtpFactoryParams {
-  std::string key;                 // e.g. decoder.layers.3.mixer.in_proj.weight
-  SplitLayout layout;              // the TP-local sections (spec 4.2)
+  std::string key;     // e.g. decoder.layers.3.mixer.in_proj.weight
+  SplitLayout layout;  // the TP-local sections (spec 4.2)
   std::int64_t tp_size = 1, tp_rank = 0;
   std::int64_t gtp_size = 1, gtp_rank = 0;
   std::int64_t pad_alignment = 0;  // p

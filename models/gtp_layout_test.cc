@@ -110,9 +110,9 @@ TEST(GtpPiecePlan, ExampleARank62HoldsTheTailOfB0AndB1B2A) {
   const GtpPadding pad = gtp_padding(61'760, 64, 32).value();
   const auto plan = gtp_piece_plan(layout, pad, 1, 0, 62).value();
   ASSERT_EQ(plan.size(), 4u);
-  EXPECT_EQ(plan[0], (GtpPiece{8, 0, 16, 80, 64}));  // b0: last 16 rows
-  EXPECT_EQ(plan[1], (GtpPiece{9, 16, 80, 80, 0}));  // b1
-  EXPECT_EQ(plan[2], (GtpPiece{10, 96, 80, 80, 0}));  // b2
+  EXPECT_EQ(plan[0], (GtpPiece{8, 0, 16, 80, 64}));    // b0: last 16 rows
+  EXPECT_EQ(plan[1], (GtpPiece{9, 16, 80, 80, 0}));    // b1
+  EXPECT_EQ(plan[2], (GtpPiece{10, 96, 80, 80, 0}));   // b2
   EXPECT_EQ(plan[3], (GtpPiece{11, 176, 80, 80, 0}));  // a
   EXPECT_TRUE(gtp_piece_plan(layout, pad, 1, 0, 63).value().empty());
 }

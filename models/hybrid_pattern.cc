@@ -26,9 +26,10 @@ Status validate_pattern(std::string_view text, std::string_view name, bool allow
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (is_layer_symbol(c) || (allow_pipe && c == kPipe)) continue;
-    return make_error(ErrorKind::invalid_symbol, "In " + std::string(name) + " pattern, '" + utf8_char_at(text, i) +
-                                                     "' is not a valid layer symbol. Valid symbols are: " +
-                                                     std::string(allow_pipe ? kValidSymbolsWithPipeText : kValidSymbolsText));
+    return make_error(ErrorKind::invalid_symbol,
+                      "In " + std::string(name) + " pattern, '" + utf8_char_at(text, i) +
+                          "' is not a valid layer symbol. Valid symbols are: " +
+                          std::string(allow_pipe ? kValidSymbolsWithPipeText : kValidSymbolsText));
   }
   if (mixes_attention_and_mla(text)) return attention_with_mla_error();
   return Ok{};
@@ -70,14 +71,14 @@ Result<SegmentSelection> select_legacy(std::string_view pattern, const SegmentRe
     const std::int64_t first = r.first_stage_layers.value_or(0), last = r.last_stage_layers.value_or(0);
     IH_TRY_ASSIGN(first_and_last, checked_add(first, last, "first + last stage layers"));
     IH_TRY_ASSIGN(middle_layers, checked_add(num_layers, -first_and_last, "middle layers"));
-    const std::int64_t middle_stages =
-        r.pp_size - (r.first_stage_layers ? 1 : 0) - (r.last_stage_layers ? 1 : 0);
+    const std::int64_t middle_stages = r.pp_size - (r.first_stage_layers ? 1 : 0) - (r.last_stage_layers ? 1 : 0);
     std::int64_t per_middle = 0;
     if (middle_stages > 0) {
       if (floor_mod(middle_layers, middle_stages) != 0)
-        return make_error(ErrorKind::middle_not_divisible, "Middle layers (" + std::to_string(middle_layers) +
-                                                               ") must be evenly divisible by middle pipeline stages (" +
-                                                               std::to_string(middle_stages) + ").");
+        return make_error(ErrorKind::middle_not_divisible,
+                          "Middle layers (" + std::to_string(middle_layers) +
+                              ") must be evenly divisible by middle pipeline stages (" + std::to_string(middle_stages) +
+                              ").");
       per_middle = floor_div(middle_layers, middle_stages);
     }
     if (r.first_stage_layers && r.pp_rank == 0) {
@@ -96,8 +97,8 @@ Result<SegmentSelection> select_legacy(std::string_view pattern, const SegmentRe
     if (num_layers % r.pp_size != 0)
       return make_error(ErrorKind::layers_not_divisible_by_pp,
                         "Number of layers (" + std::to_string(num_layers) +
-                            ") must be evenly divisible by pipeline-model-parallel-size (" +
-                            std::to_string(r.pp_size) + ") when no pipe separators are specified in the pattern.");
+                            ") must be evenly divisible by pipeline-model-parallel-size (" + std::to_string(r.pp_size) +
+                            ") when no pipe separators are specified in the pattern.");
     count = num_layers / r.pp_size;
     offset = r.pp_rank * count;
   }

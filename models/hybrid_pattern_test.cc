@@ -75,17 +75,22 @@ TEST(SelectSegment, SpecWorkedExampleFourSegmentsTwoStages) {
 }
 
 TEST(SelectSegment, ErrorsAndLegacyPath) {
-  EXPECT_EQ(select_segment("M*|M*", {0, 2, std::nullopt, 1, std::nullopt}).error().kind, ErrorKind::pipe_with_first_last);
+  EXPECT_EQ(select_segment("M*|M*", {0, 2, std::nullopt, 1, std::nullopt}).error().kind,
+            ErrorKind::pipe_with_first_last);
   EXPECT_EQ(select_segment("M*M*", {0, 2, 0, std::nullopt, std::nullopt}).error().kind, ErrorKind::vpp_without_pipes);
   EXPECT_EQ(select_segment("M*M*M", {0, 2, std::nullopt, std::nullopt, std::nullopt}).error().kind,
             ErrorKind::layers_not_divisible_by_pp);
   EXPECT_EQ(select_segment("M*|M*|M*", {0, 2, std::nullopt, std::nullopt, std::nullopt}).error().kind,
             ErrorKind::segments_not_divisible_by_pp);
-  EXPECT_EQ(select_segment("M*|M*", {0, 2, 1, std::nullopt, std::nullopt}).error().kind, ErrorKind::segment_out_of_range);
-  EXPECT_EQ(select_segment("MMMMMM", {1, 3, std::nullopt, 1, std::nullopt}).error().kind, ErrorKind::middle_not_divisible);
-  EXPECT_EQ(select_segment("M|X", {1, 2, std::nullopt, std::nullopt, std::nullopt}).error().kind, ErrorKind::invalid_symbol);
+  EXPECT_EQ(select_segment("M*|M*", {0, 2, 1, std::nullopt, std::nullopt}).error().kind,
+            ErrorKind::segment_out_of_range);
+  EXPECT_EQ(select_segment("MMMMMM", {1, 3, std::nullopt, 1, std::nullopt}).error().kind,
+            ErrorKind::middle_not_divisible);
+  EXPECT_EQ(select_segment("M|X", {1, 2, std::nullopt, std::nullopt, std::nullopt}).error().kind,
+            ErrorKind::invalid_symbol);
   // Even legacy split: 4 layers over 2 stages.
-  EXPECT_EQ(select_segment("M*M-", {1, 2, std::nullopt, std::nullopt, std::nullopt}).value(), (SegmentSelection{"M-", 2}));
+  EXPECT_EQ(select_segment("M*M-", {1, 2, std::nullopt, std::nullopt, std::nullopt}).value(),
+            (SegmentSelection{"M-", 2}));
   // first=1, last=1 with P=3: middle rank shifted by one.
   EXPECT_EQ(select_segment("MMMMM*", {1, 3, std::nullopt, 1, 1}).value(), (SegmentSelection{"MMMM", 1}));
   // The unchecked hazard of spec 1.6: MMMM, P=2, f=1, l=1 builds layers 0 and 3 only.
@@ -94,7 +99,8 @@ TEST(SelectSegment, ErrorsAndLegacyPath) {
   // first = 0 counts as given.
   EXPECT_EQ(select_segment("MMMM", {0, 2, std::nullopt, 0, std::nullopt}).value(), (SegmentSelection{"", 0}));
   // Pipes with P = 1 and no vp stage: only segment 0.
-  EXPECT_EQ(select_segment("M*|-", {0, 1, std::nullopt, std::nullopt, std::nullopt}).value(), (SegmentSelection{"M*", 0}));
+  EXPECT_EQ(select_segment("M*|-", {0, 1, std::nullopt, std::nullopt, std::nullopt}).value(),
+            (SegmentSelection{"M*", 0}));
   EXPECT_EQ(select_segment("", {0, 1, std::nullopt, std::nullopt, std::nullopt}).value(), (SegmentSelection{"", 0}));
 }
 

@@ -57,7 +57,8 @@ std::optional<Box> box_of(const ShardedTensor& t, std::string& why) {
   }
   Box box{Shape(n), Shape(n)};
   for (std::size_t a = 0; a < n; ++a) {
-    const std::int64_t local = a < static_cast<std::size_t>(t.prepend_axis_num) ? 1 : t.local_shape[a - t.prepend_axis_num];
+    const std::int64_t local =
+        a < static_cast<std::size_t>(t.prepend_axis_num) ? 1 : t.local_shape[a - t.prepend_axis_num];
     box.lo[a] = t.global_offset[a];
     if (local < 0 || box.lo[a] < 0 || __builtin_add_overflow(box.lo[a], local, &box.hi[a])) {
       why = "negative or overflowing offset/local size on axis " + std::to_string(a);
@@ -70,8 +71,10 @@ std::optional<Box> box_of(const ShardedTensor& t, std::string& why) {
 bool touches(const Box& piece, const Box& hole) {
   bool face = false;
   for (std::size_t a = 0; a < hole.rank(); ++a) {
-    if (piece.hi[a] == hole.lo[a] || piece.lo[a] == hole.hi[a]) face = true;
-    else if (piece.hi[a] <= hole.lo[a] || piece.lo[a] >= hole.hi[a]) return false;
+    if (piece.hi[a] == hole.lo[a] || piece.lo[a] == hole.hi[a])
+      face = true;
+    else if (piece.hi[a] <= hole.lo[a] || piece.lo[a] >= hole.hi[a])
+      return false;
   }
   return face;
 }
@@ -103,9 +106,13 @@ KeyBoxes collect_boxes(const std::string& key, const std::vector<const RankedTen
     if (!e->tensor.is_main_replica() || e->tensor.global_shape != global) continue;
     std::string why;
     std::optional<Box> box = box_of(e->tensor, why);
-    if (box && intersect(*box, kb.region) != *box) why = "box " + box->to_string() + " exceeds global shape " + shape_text(global);
+    if (box && intersect(*box, kb.region) != *box)
+      why = "box " + box->to_string() + " exceeds global shape " + shape_text(global);
     if (!why.empty())
-      out.push_back({ProblemKind::out_of_bounds, key, box, {e->rank},
+      out.push_back({ProblemKind::out_of_bounds,
+                     key,
+                     box,
+                     {e->rank},
                      "key " + key + ": rank " + std::to_string(e->rank) + " entry out of bounds: " + why});
     if (!box) continue;
     Box clipped = intersect(*box, kb.region);  // still tile-check what lies inside
@@ -118,10 +125,11 @@ KeyBoxes collect_boxes(const std::string& key, const std::vector<const RankedTen
 
 void check_tensor_key(const std::string& key, const std::vector<const RankedTensor*>& entries,
                       std::vector<IntegrityProblem>& out) {
-  report_disagreement(key, entries, [](const RankedTensor& e) { return shape_text(e.tensor.global_shape); },
-                      ProblemKind::shape_mismatch, "global shape", out);
-  report_disagreement(key, entries, [](const RankedTensor& e) { return e.tensor.dtype; }, ProblemKind::dtype_mismatch,
-                      "dtype", out);
+  report_disagreement(
+      key, entries, [](const RankedTensor& e) { return shape_text(e.tensor.global_shape); },
+      ProblemKind::shape_mismatch, "global shape", out);
+  report_disagreement(
+      key, entries, [](const RankedTensor& e) { return e.tensor.dtype; }, ProblemKind::dtype_mismatch, "dtype", out);
   const KeyBoxes kb = collect_boxes(key, entries, out);
   const TilingFindings found = find_holes_and_overlaps(kb.region, kb.boxes);
   for (std::size_t h = 0; h < found.holes.size() && h < kMaxFindingsPerKey; ++h) {
@@ -137,19 +145,26 @@ void check_tensor_key(const std::string& key, const std::vector<const RankedTens
   for (std::size_t p = 0; p < found.overlaps.size() && p < kMaxFindingsPerKey; ++p) {
     const auto [i, j] = found.overlaps[p];
     const Box both = intersect(kb.boxes[i], kb.boxes[j]);
-    out.push_back({ProblemKind::overlap, key, both, {kb.ranks[i], kb.ranks[j]},
+    out.push_back({ProblemKind::overlap,
+                   key,
+                   both,
+                   {kb.ranks[i], kb.ranks[j]},
                    "key " + key + ": overlap at " + both.to_string() + " written by ranks " +
                        std::to_string(kb.ranks[i]) + " and " + std::to_string(kb.ranks[j])});
   }
   const std::size_t extra = found.holes.size() + found.overlaps.size();
   if (found.holes.size() > kMaxFindingsPerKey || found.overlaps.size() > kMaxFindingsPerKey)
-    out.push_back({ProblemKind::hole, key, std::nullopt, {},
+    out.push_back({ProblemKind::hole,
+                   key,
+                   std::nullopt,
+                   {},
                    "key " + key + ": " + std::to_string(extra) + " holes/overlaps in total, report truncated"});
 }
 
 }  // namespace
 
-IntegrityReport check_integrity(const GlobalMetadata& metadata, const std::optional<std::vector<std::string>>& reference_keys) {
+IntegrityReport check_integrity(const GlobalMetadata& metadata,
+                                const std::optional<std::vector<std::string>>& reference_keys) {
   std::map<std::string, std::vector<const RankedTensor*>> tensors;
   std::map<std::string, std::vector<const RankedObject*>> objects;
   for (const RankedTensor& e : metadata.tensors) tensors[e.tensor.key].push_back(&e);
@@ -163,9 +178,13 @@ IntegrityReport check_integrity(const GlobalMetadata& metadata, const std::optio
   for (const auto& [key, entries] : tensors) actual.insert(key);
   for (const auto& [key, entries] : objects) actual.insert(key);
   for (const std::string& key : expected)
-    if (!actual.count(key)) report.problems.push_back({ProblemKind::missing_key, key, std::nullopt, {}, "key " + key + " is missing from the save"});
+    if (!actual.count(key))
+      report.problems.push_back(
+          {ProblemKind::missing_key, key, std::nullopt, {}, "key " + key + " is missing from the save"});
   for (const std::string& key : actual)
-    if (!expected.count(key)) report.problems.push_back({ProblemKind::unexpected_key, key, std::nullopt, {}, "key " + key + " is not in the reference key set"});
+    if (!expected.count(key))
+      report.problems.push_back(
+          {ProblemKind::unexpected_key, key, std::nullopt, {}, "key " + key + " is not in the reference key set"});
   return report;
 }
 

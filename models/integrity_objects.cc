@@ -58,14 +58,21 @@ void check_object_key(const std::string& key, const std::vector<const RankedObje
     const ShardedObject& o = e->object;
     const std::string where = "object " + o.unique_key() + " on rank " + std::to_string(e->rank);
     if (o.global_shape != shape) {
-      out.push_back({ProblemKind::shape_mismatch, key, std::nullopt, {e->rank},
-                     "key " + key + ": " + where + " has grid (" + join_ints(o.global_shape, ", ") + "), first entry (" +
-                         join_ints(shape, ", ") + ")"});
+      out.push_back({ProblemKind::shape_mismatch,
+                     key,
+                     std::nullopt,
+                     {e->rank},
+                     "key " + key + ": " + where + " has grid (" + join_ints(o.global_shape, ", ") +
+                         "), first entry (" + join_ints(shape, ", ") + ")"});
       continue;
     }
     if (!o.is_main_replica()) continue;
     if (!offset_inside(o)) {
-      out.push_back({ProblemKind::out_of_bounds, key, std::nullopt, {e->rank}, "key " + key + ": " + where + " lies outside its grid"});
+      out.push_back({ProblemKind::out_of_bounds,
+                     key,
+                     std::nullopt,
+                     {e->rank},
+                     "key " + key + ": " + where + " lies outside its grid"});
       continue;
     }
     writers[o.unique_key()].push_back(e->rank);
@@ -77,12 +84,19 @@ void check_object_key(const std::string& key, const std::vector<const RankedObje
                      "key " + key + ": " + unique + " saved by ranks [" + join_ints(ranks, ", ") + "]"});
   const std::int64_t total = grid_size(shape);
   if (total < 0) {
-    out.push_back({ProblemKind::out_of_bounds, key, std::nullopt, {}, "key " + key + ": object grid (" + join_ints(shape, ", ") + ") is not a valid size"});
+    out.push_back({ProblemKind::out_of_bounds,
+                   key,
+                   std::nullopt,
+                   {},
+                   "key " + key + ": object grid (" + join_ints(shape, ", ") + ") is not a valid size"});
     return;
   }
   const std::int64_t missing = total - static_cast<std::int64_t>(present.size());
   if (missing > 0)
-    out.push_back({ProblemKind::missing_object, key, std::nullopt, {},
+    out.push_back({ProblemKind::missing_object,
+                   key,
+                   std::nullopt,
+                   {},
                    "key " + key + ": " + std::to_string(missing) + " of " + std::to_string(total) +
                        " object shards are saved by nobody" + missing_list(present, shape, total)});
 }

@@ -34,8 +34,8 @@ ShardedTensor* find(GlobalMetadata& meta, std::int64_t rank, const std::string& 
 }
 
 TEST(Integrity, ExampleBTilesEveryKeyExactlyOnce) {
-  const std::vector<std::string> keys{"w.z", "w.V0", "w.V1", "w.V2", "w.K0", "w.K1",
-                                      "w.K2", "w.Q", "w.b0", "w.b1", "w.b2", "w.a"};
+  const std::vector<std::string> keys{"w.z",  "w.V0", "w.V1", "w.V2", "w.K0", "w.K1",
+                                      "w.K2", "w.Q",  "w.b0", "w.b1", "w.b2", "w.a"};
   const IntegrityReport report = check_integrity(example_b(replicate_group), keys);
   EXPECT_TRUE(report.ok()) << testing::PrintToString(report.messages());
   const auto missing = check_integrity(example_b(replicate_group), std::vector<std::string>{"w.z", "w.extra"});
@@ -116,8 +116,8 @@ TEST(Integrity, DisagreementsAndBoundsAreCollected) {
   const IntegrityReport report = check_integrity(meta);
   std::vector<ProblemKind> kinds;
   for (const IntegrityProblem& p : report.problems) kinds.push_back(p.kind);
-  EXPECT_EQ(kinds, (std::vector<ProblemKind>{ProblemKind::dtype_mismatch, ProblemKind::shape_mismatch, ProblemKind::hole,
-                                             ProblemKind::out_of_bounds}));
+  EXPECT_EQ(kinds, (std::vector<ProblemKind>{ProblemKind::dtype_mismatch, ProblemKind::shape_mismatch,
+                                             ProblemKind::hole, ProblemKind::out_of_bounds}));
   // Megatron stops at its first assert.
   EXPECT_EQ(megatron_validate_sharding(meta).status().error().kind, ErrorKind::sharding_assertion);
 }

@@ -54,7 +54,8 @@ TEST(AllowShapeMismatch, WithoutTheFlagAShapeChangeIsRefused) {
   EXPECT_NE(refused.error().message.find("stored shapes: (20, 2)"), std::string::npos);
   ShardedTensor other = row_entry(0, 10, 20, 0, true);
   other.key = "absent";
-  EXPECT_EQ(read_value(c.index, other).error().kind, ErrorKind::load_not_covered);  // a missing key is never zero-filled
+  EXPECT_EQ(read_value(c.index, other).error().kind,
+            ErrorKind::load_not_covered);  // a missing key is never zero-filled
 }
 
 GtpFactoryParams composite(std::int64_t t, std::int64_t g, std::int64_t gtp, std::int64_t pad, std::uint64_t storage) {
@@ -76,8 +77,8 @@ TEST(AllowShapeMismatch, TpBlocksMoveWhenThePaddingChanges) {
   std::vector<StateNode> trees;
   for (std::int64_t t = 0; t < 2; ++t)
     for (std::int64_t g = 0; g < 2; ++g)
-      trees.push_back(StateNode(StateDict{{std::string("w"),
-                                           StateNode(gtp_composite_tensor(composite(t, g, 2, 16, 10 + 2 * t + g)).value())}}));
+      trees.push_back(StateNode(StateDict{
+          {std::string("w"), StateNode(gtp_composite_tensor(composite(t, g, 2, 16, 10 + 2 * t + g)).value())}}));
   const Checkpoint c = save_checkpoint(trees).value();
   const ShardedTensor t0g2 = gtp_composite_tensor(composite(0, 2, 4, 32, 0)).value();
   EXPECT_EQ(read_value(c.index, t0g2).value().blocks, (std::vector<RowBlock>{{12, 0, 32}}));  // TP rank 1's rows

@@ -47,24 +47,29 @@ Box shifted(const Box& b, const std::vector<std::int64_t>& origin) {
 Result<Box> request_box(const ShardedTensor& request) {
   const std::size_t n = request.global_shape.size();
   if (request.global_offset.size() != n || request.local_shape.size() + request.prepend_axis_num != n)
-    return make_error(ErrorKind::metadata_integrity, "request '" + request.key + "': offset/local/global ranks disagree");
+    return make_error(ErrorKind::metadata_integrity,
+                      "request '" + request.key + "': offset/local/global ranks disagree");
   Box box{request.global_offset, request.global_offset};
   for (std::size_t a = 0; a < n; ++a) {
-    const std::int64_t local = a < static_cast<std::size_t>(request.prepend_axis_num) ? 1 : request.local_shape[a - request.prepend_axis_num];
+    const std::int64_t local =
+        a < static_cast<std::size_t>(request.prepend_axis_num) ? 1 : request.local_shape[a - request.prepend_axis_num];
     if (local < 0 || __builtin_add_overflow(box.lo[a], local, &box.hi[a]))
-      return make_error(ErrorKind::overflow, "request '" + request.key + "': offset + local overflows on axis " + std::to_string(a));
+      return make_error(ErrorKind::overflow,
+                        "request '" + request.key + "': offset + local overflows on axis " + std::to_string(a));
   }
   return box;
 }
 
 Error not_stored(const ChunkIndex& index, const ShardedTensor& request) {
   std::string shapes;
-  for (const Shape& s : index.shapes_of(request.key)) shapes += (shapes.empty() ? "" : ", ") + ("(" + join_ints(s, ", ") + ")");
+  for (const Shape& s : index.shapes_of(request.key))
+    shapes += (shapes.empty() ? "" : ", ") + ("(" + join_ints(s, ", ") + ")");
   if (!shapes.empty())  // Megatron's load planner: "Global shape mismatch for loaded ... and expected ..."
-    return make_error(ErrorKind::global_shape_mismatch,
-                      "global shape mismatch for key " + request.key + ": requested (" +
-                          join_ints(request.global_shape, ", ") + "), stored shapes: " + shapes +
-                          (request.allow_shape_mismatch ? " (allow_shape_mismatch does not bridge a different number of axes)" : ""));
+    return make_error(
+        ErrorKind::global_shape_mismatch,
+        "global shape mismatch for key " + request.key + ": requested (" + join_ints(request.global_shape, ", ") +
+            "), stored shapes: " + shapes +
+            (request.allow_shape_mismatch ? " (allow_shape_mismatch does not bridge a different number of axes)" : ""));
   return make_error(ErrorKind::load_not_covered,
                     "key " + request.key + " with global shape (" + join_ints(request.global_shape, ", ") +
                         ") is not in the checkpoint" + (shapes.empty() ? "" : "; stored shapes: " + shapes));
@@ -144,7 +149,8 @@ Result<TensorValue> read_value(const ChunkIndex& index, const ShardedTensor& req
       if (read.source.lo[a] != 0 || read.source.hi[a] != chunk.box.hi[a] - chunk.box.lo[a] ||
           read.target.hi[a] - read.target.lo[a] != request.local_shape[a - row_axis])
         return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': a read is not whole rows");
-    if (!chunk.data) return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': chunk has no data");
+    if (!chunk.data)
+      return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': chunk has no data");
     parts.push_back(chunk.data->row_view(read.source.lo[row_axis], read.source.hi[row_axis]));
   }
   if (plan.zero_fill.empty()) {
@@ -157,7 +163,8 @@ Result<TensorValue> read_value(const ChunkIndex& index, const ShardedTensor& req
   for (const Box& zero : plan.zero_fill) {
     for (std::size_t a = row_axis + 1; a < zero.rank(); ++a)
       if (zero.lo[a] != 0 || zero.hi[a] != request.local_shape[a - row_axis])
-        return make_error(ErrorKind::not_modelled, "read_value of '" + request.key + "': a zero-filled box is not whole rows");
+        return make_error(ErrorKind::not_modelled,
+                          "read_value of '" + request.key + "': a zero-filled box is not whole rows");
     Shape shape = request.local_shape;
     shape[0] = zero.hi[row_axis] - zero.lo[row_axis];
     ordered.emplace_back(zero.lo[row_axis], TensorValue::zeros(shape, request.dtype));

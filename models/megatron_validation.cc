@@ -38,7 +38,8 @@ Result<std::pair<std::int64_t, std::int64_t>> count_access(const std::vector<con
   std::int64_t cells = 1;
   for (std::int64_t f : frag)
     if (f <= 0 || __builtin_mul_overflow(cells, f, &cells) || cells > kMaxCounterCells)
-      return make_error(ErrorKind::sharding_assertion, "counter shape (" + join_ints(frag, ", ") + ") is not allocatable");
+      return make_error(ErrorKind::sharding_assertion,
+                        "counter shape (" + join_ints(frag, ", ") + ") is not allocatable");
   std::vector<std::int32_t> counter(static_cast<std::size_t>(cells), 0);
   for (const RankedTensor* e : entries) {
     if (!e->tensor.is_main_replica()) continue;

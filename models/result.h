@@ -39,15 +39,15 @@ enum class ErrorKind {
   merge_duplicate_leaf,
   // Layouts (spec 4).
   split_sections_mismatch,
-  invalid_layout_parameter,  // a zero/negative size or out-of-range rank; the message names the parameter
-  gtp_indivisible,           // p = 0 and the rows are not divisible by the GTP size (Python assert)
-  gtp_group_too_large,       // p = 0 and more GTP ranks than rows: a shard would have no rows
-  load_not_covered,          // a requested shard is not fully covered by stored chunks
-  sharding_assertion,        // validate_sharding_integrity's asserts (AssertionError, spec 3.7 step 4)
-  invalid_sharding_pattern,  // "Invalid sharding pattern validation. Errors: ..." (spec 3.7 step 6)
-  gtp_replica_group_unknown, // GTP writer election without a stamped group or parallel_state (RuntimeError)
-  global_shape_mismatch,     // a load request's global shape differs from the stored one (CheckpointingException)
-  strict_load_keys,          // StrictHandling raise_*: unexpected or missing keys at load (CheckpointingException)
+  invalid_layout_parameter,   // a zero/negative size or out-of-range rank; the message names the parameter
+  gtp_indivisible,            // p = 0 and the rows are not divisible by the GTP size (Python assert)
+  gtp_group_too_large,        // p = 0 and more GTP ranks than rows: a shard would have no rows
+  load_not_covered,           // a requested shard is not fully covered by stored chunks
+  sharding_assertion,         // validate_sharding_integrity's asserts (AssertionError, spec 3.7 step 4)
+  invalid_sharding_pattern,   // "Invalid sharding pattern validation. Errors: ..." (spec 3.7 step 6)
+  gtp_replica_group_unknown,  // GTP writer election without a stamped group or parallel_state (RuntimeError)
+  global_shape_mismatch,      // a load request's global shape differs from the stored one (CheckpointingException)
+  strict_load_keys,           // StrictHandling raise_*: unexpected or missing keys at load (CheckpointingException)
   // Generic input problems.
   invalid_argument,
   overflow,
@@ -66,9 +66,7 @@ struct Error {
   std::string message;
 
   /// Adds context while keeping the original message (rule 4 of the style guide).
-  Error with_context(std::string_view context) const {
-    return Error{kind, std::string(context) + ": " + message};
-  }
+  Error with_context(std::string_view context) const { return Error{kind, std::string(context) + ": " + message}; }
 };
 
 /// A value or an Error. Small on purpose: C++20 has no std::expected.
@@ -102,14 +100,14 @@ inline Error make_error(ErrorKind kind, std::string message) { return Error{kind
 }  // namespace ih
 
 /// Propagates an error from an expression returning Result/Status; yields nothing.
-#define IH_TRY_STATUS(expr)                                  \
-  do {                                                       \
-    auto ih_status_ = (expr);                                \
-    if (!ih_status_.ok()) return ih_status_.error();         \
+#define IH_TRY_STATUS(expr)                          \
+  do {                                               \
+    auto ih_status_ = (expr);                        \
+    if (!ih_status_.ok()) return ih_status_.error(); \
   } while (0)
 
 /// Evaluates a Result expression, returns its error, else binds the value to `var`.
-#define IH_TRY_ASSIGN(var, expr)                             \
-  auto var##_result_ = (expr);                               \
-  if (!var##_result_.ok()) return var##_result_.error();     \
+#define IH_TRY_ASSIGN(var, expr)                         \
+  auto var##_result_ = (expr);                           \
+  if (!var##_result_.ok()) return var##_result_.error(); \
   auto var = std::move(var##_result_).value()

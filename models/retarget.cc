@@ -32,9 +32,12 @@ const std::string& key_of(const Leaf& leaf) {
 }
 
 void set_key(Leaf& leaf, std::string key) {
-  if (auto* tensor = std::get_if<ShardedTensor>(&leaf)) tensor->key = std::move(key);
-  else if (auto* object = std::get_if<ShardedObject>(&leaf)) object->key = std::move(key);
-  else std::get<ShardedTensorFactory>(leaf).key = std::move(key);
+  if (auto* tensor = std::get_if<ShardedTensor>(&leaf))
+    tensor->key = std::move(key);
+  else if (auto* object = std::get_if<ShardedObject>(&leaf))
+    object->key = std::move(key);
+  else
+    std::get<ShardedTensorFactory>(leaf).key = std::move(key);
 }
 
 /// LocalNonpersistentObject(entry.data): for a factory its original tensor, for an SO its object.
@@ -48,12 +51,11 @@ LocalNonpersistent keep_local(const Leaf& leaf) {
 }
 
 Error unknown_layer(std::string_view what, std::string_view key, const LayerKeyMatch& match) {
-  return make_error(ErrorKind::unknown_hybrid_layer,
-                    std::string(what) + " " + py_repr(key) + " refers to hybrid layer " + match.digits +
-                        ", which is not part of the hybrid layer pattern used to derive the GPT layer maps." +
-                        (what == "Sharded state dict entry"
-                             ? " The pattern and the instantiated model do not match."
-                             : ""));
+  return make_error(
+      ErrorKind::unknown_hybrid_layer,
+      std::string(what) + " " + py_repr(key) + " refers to hybrid layer " + match.digits +
+          ", which is not part of the hybrid layer pattern used to derive the GPT layer maps." +
+          (what == "Sharded state dict entry" ? " The pattern and the instantiated model do not match." : ""));
 }
 
 Status retarget_entry(Leaf& leaf, const GptCompatLayerMaps& maps) {
@@ -179,8 +181,10 @@ struct FsdpRetargeter {
       IH_TRY_ASSIGN(child, run(item.value, child_path));
       const bool keep = !checkpoint_keys || !item.value.is_leaf() || checkpoint_key_set.count(child_path) > 0;
       if (!keep) continue;
-      if (StateNode* existing = out.find(*translated)) *existing = std::move(child);  // Python dict overwrite
-      else out.dict().push_back({*translated, std::move(child)});
+      if (StateNode* existing = out.find(*translated))
+        *existing = std::move(child);  // Python dict overwrite
+      else
+        out.dict().push_back({*translated, std::move(child)});
     }
     return out;
   }

@@ -13,9 +13,9 @@ namespace ih {
 
 /// Where `decoder.layers.<n>.` first occurs in a key (unanchored search, spec 2.1).
 struct LayerKeyMatch {
-  std::size_t begin = 0;   // index of "decoder.layers."
-  std::size_t end = 0;     // one past the dot after the digits
-  std::string digits;      // the index as written (leading zeros kept)
+  std::size_t begin = 0;              // index of "decoder.layers."
+  std::size_t end = 0;                // one past the dot after the digits
+  std::string digits;                 // the index as written (leading zeros kept)
   std::optional<std::int64_t> index;  // int(digits); nullopt when it exceeds 64 bits
 };
 std::optional<LayerKeyMatch> find_decoder_layer(std::string_view key);

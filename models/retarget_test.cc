@@ -12,7 +12,9 @@ ShardedTensor plain_tensor(std::string key, Shape local) {
   return ShardedTensor::from_rank_offsets(std::move(key), std::move(local), {}).value();
 }
 
-StateNode one(std::string path, Leaf leaf) { return StateNode(StateDict{{std::move(path), StateNode(std::move(leaf))}}); }
+StateNode one(std::string path, Leaf leaf) {
+  return StateNode(StateDict{{std::move(path), StateNode(std::move(leaf))}});
+}
 
 const Leaf& only_leaf(const StateNode& tree) { return tree.dict().front().value.leaf(); }
 
@@ -43,7 +45,8 @@ TEST(Retarget, ShardedObjectPlaceholderIsReplacedOtherShapesPrepended) {
 }
 
 TEST(Retarget, OptimizerKeysKeepPrefixAndAxis) {
-  StateNode tree = one("opt", plain_tensor("optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight", {4}));
+  StateNode tree =
+      one("opt", plain_tensor("optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight", {4}));
   ASSERT_TRUE(retarget_sharded_state_dict(tree, maps_of("M*-")).ok());
   const auto& t = std::get<ShardedTensor>(only_leaf(tree));
   EXPECT_EQ(t.key, "optimizer.state.exp_avg.decoder.layers.self_attention.linear_qkv.weight");
@@ -55,12 +58,14 @@ TEST(Retarget, FreshLayersAndOmittedKeysBecomeLocalWithTheirData) {
   mamba.data = TensorValue::of_storage(42, {3});
   StateNode tree(StateDict{
       {"m", StateNode(mamba)},
-      {"mo", StateNode(ShardedObject{"optimizer.state.exp_avg.decoder.layers.3.mixer.D._extra_state", ObjectRef{9}, {1}, {0}, {}})},
+      {"mo", StateNode(ShardedObject{
+                 "optimizer.state.exp_avg.decoder.layers.3.mixer.D._extra_state", ObjectRef{9}, {1}, {0}, {}})},
       {"extra", StateNode(ShardedObject{"output_layer._extra_state", ObjectRef{5}, {1}, {0}, {}})},
       {"out", StateNode(plain_tensor("output_layer.weight", {2}))},
   });
   ASSERT_TRUE(retarget_sharded_state_dict(tree, maps_of("M*-M*-")).ok());
-  EXPECT_EQ(std::get<LocalNonpersistent>(tree.dict()[0].value.leaf()).payload, Payload(TensorValue::of_storage(42, {3})));
+  EXPECT_EQ(std::get<LocalNonpersistent>(tree.dict()[0].value.leaf()).payload,
+            Payload(TensorValue::of_storage(42, {3})));
   EXPECT_EQ(std::get<LocalNonpersistent>(tree.dict()[1].value.leaf()).payload, Payload(ObjectRef{9}));
   EXPECT_EQ(std::get<LocalNonpersistent>(tree.dict()[2].value.leaf()).payload, Payload(ObjectRef{5}));
   EXPECT_EQ(std::get<ShardedTensor>(tree.dict()[3].value.leaf()).key, "output_layer.weight");
@@ -106,7 +111,8 @@ TEST(Retarget, LayerIndexIsParsedLikePythonInt) {
 class TwoHalvesBuilder : public FactoryBuilder {
  public:
   std::string name() const override { return "two_halves"; }
-  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>&, const ReplicaId& replica) const override {
+  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>&,
+                          const ReplicaId& replica) const override {
     StateList halves;
     for (std::int64_t half = 0; half < 2; ++half) {
       IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key, {2, 4}, {{0, half, 2}}, replica));
@@ -118,7 +124,8 @@ class TwoHalvesBuilder : public FactoryBuilder {
 };
 
 TEST(Retarget, FactoryBuildIsWrappedExactlyOnce) {
-  ShardedTensorFactory factory{"decoder.layers.2.mlp.linear_fc1.weight", std::nullopt, {}, std::make_shared<TwoHalvesBuilder>(), {}};
+  ShardedTensorFactory factory{
+      "decoder.layers.2.mlp.linear_fc1.weight", std::nullopt, {}, std::make_shared<TwoHalvesBuilder>(), {}};
   StateNode tree = one("fc1", factory);
   ASSERT_TRUE(retarget_sharded_state_dict(tree, maps_of("M*-M*-")).ok());
   const auto& wrapped = std::get<ShardedTensorFactory>(only_leaf(tree));
@@ -148,13 +155,16 @@ TEST(Retarget, SecondPassChangesNothing) {
 }
 
 TEST(FsdpRetarget, SpecExampleRecoversModulePrefix) {
-  const std::vector<std::string> checkpoint_keys = {"optimizer.state.module.module.decoder.layers.0.self_attention.linear_qkv.weight"};
-  auto key = retarget_fsdp_key(DictKey(std::string("module.module.module.decoder.layers.1.self_attention.linear_qkv.weight")),
-                               maps_of("M*-"), &checkpoint_keys);
+  const std::vector<std::string> checkpoint_keys = {
+      "optimizer.state.module.module.decoder.layers.0.self_attention.linear_qkv.weight"};
+  auto key =
+      retarget_fsdp_key(DictKey(std::string("module.module.module.decoder.layers.1.self_attention.linear_qkv.weight")),
+                        maps_of("M*-"), &checkpoint_keys);
   ASSERT_TRUE(key.ok());
   EXPECT_EQ(to_string(key->value()), "module.module.decoder.layers.0.self_attention.linear_qkv.weight");
 
-  StateNode tree(StateDict{{"module.module.module.decoder.layers.1.self_attention.linear_qkv.weight", StateNode(PlainValue{"T"})}});
+  StateNode tree(StateDict{
+      {"module.module.module.decoder.layers.1.self_attention.linear_qkv.weight", StateNode(PlainValue{"T"})}});
   auto out = retarget_fsdp_state_dict(tree, maps_of("M*-"), checkpoint_keys, "optimizer.state");
   ASSERT_TRUE(out.ok());
   ASSERT_EQ(out->dict().size(), 1u);
@@ -163,8 +173,10 @@ TEST(FsdpRetarget, SpecExampleRecoversModulePrefix) {
 
 TEST(FsdpRetarget, RenumbersDropsFreshAndKeepsIntKeys) {
   const GptCompatLayerMaps maps = maps_of("M*-M*-");
-  EXPECT_EQ(to_string(retarget_fsdp_key(DictKey(std::string("decoder.layers.5.mlp.linear_fc2.weight")), maps, nullptr)->value()),
-            "decoder.layers.1.mlp.linear_fc2.weight");
+  EXPECT_EQ(
+      to_string(
+          retarget_fsdp_key(DictKey(std::string("decoder.layers.5.mlp.linear_fc2.weight")), maps, nullptr)->value()),
+      "decoder.layers.1.mlp.linear_fc2.weight");
   EXPECT_FALSE(retarget_fsdp_key(DictKey(std::string("decoder.layers.3.mixer.D")), maps, nullptr)->has_value());
   EXPECT_FALSE(retarget_fsdp_key(DictKey(std::string("output_layer._extra_state")), maps, nullptr)->has_value());
   EXPECT_EQ(retarget_fsdp_key(DictKey(std::int64_t{3}), maps, nullptr)->value(), DictKey(std::int64_t{3}));
@@ -176,16 +188,22 @@ TEST(FsdpRetarget, RenumbersDropsFreshAndKeepsIntKeys) {
 
 TEST(FsdpRetarget, AmbiguousOrMissingCapturesLeaveTheKey) {
   const GptCompatLayerMaps maps = maps_of("M*-");
-  const std::vector<std::string> two = {"a.module.decoder.layers.0.self_attention.x", "b.decoder.layers.0.self_attention.x"};
-  EXPECT_EQ(to_string(retarget_fsdp_key(DictKey(std::string("decoder.layers.1.self_attention.x")), maps, &two)->value()),
-            "decoder.layers.0.self_attention.x");
+  const std::vector<std::string> two = {"a.module.decoder.layers.0.self_attention.x",
+                                        "b.decoder.layers.0.self_attention.x"};
+  EXPECT_EQ(
+      to_string(retarget_fsdp_key(DictKey(std::string("decoder.layers.1.self_attention.x")), maps, &two)->value()),
+      "decoder.layers.0.self_attention.x");
   // A capture without module. prefixes still counts: "x.decoder..." gives the bare key itself.
   const std::vector<std::string> dotted = {"x.decoder.layers.0.self_attention.x"};
-  EXPECT_EQ(to_string(retarget_fsdp_key(DictKey(std::string("module.decoder.layers.1.self_attention.x")), maps, &dotted)->value()),
-            "decoder.layers.0.self_attention.x");
+  EXPECT_EQ(
+      to_string(
+          retarget_fsdp_key(DictKey(std::string("module.decoder.layers.1.self_attention.x")), maps, &dotted)->value()),
+      "decoder.layers.0.self_attention.x");
   const std::vector<std::string> glued = {"xdecoder.layers.0.self_attention.x"};  // no match glued to a word char
-  EXPECT_EQ(to_string(retarget_fsdp_key(DictKey(std::string("module.decoder.layers.1.self_attention.x")), maps, &glued)->value()),
-            "module.decoder.layers.0.self_attention.x");
+  EXPECT_EQ(
+      to_string(
+          retarget_fsdp_key(DictKey(std::string("module.decoder.layers.1.self_attention.x")), maps, &glued)->value()),
+      "module.decoder.layers.0.self_attention.x");
 }
 
 TEST(FsdpRetarget, ContainersSurviveFilteringLeavesDoNot) {

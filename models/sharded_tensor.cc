@@ -24,7 +24,9 @@ TensorValue TensorValue::of_storage(std::uint64_t storage, Shape shape, std::str
   return out;
 }
 
-TensorValue TensorValue::zeros(Shape shape, std::string dtype) { return of_storage(0, std::move(shape), std::move(dtype)); }
+TensorValue TensorValue::zeros(Shape shape, std::string dtype) {
+  return of_storage(0, std::move(shape), std::move(dtype));
+}
 
 TensorValue TensorValue::row_view(std::int64_t begin, std::int64_t end) const {
   TensorValue out{shape, dtype, {}};
@@ -78,7 +80,8 @@ Status ShardedTensor::validate_metadata_integrity() const {
   if (prepend_axis_num < 0 || local_shape.size() + static_cast<std::size_t>(prepend_axis_num) != global_shape.size())
     return make_error(ErrorKind::metadata_integrity,
                       "Local shape together with `prepend_axis_num` dimensions should be equal to global shape "
-                      "dimensions for " + self);
+                      "dimensions for " +
+                          self);
   if (axis_fragmentations) {
     for (std::size_t i = 0; i < local_shape.size(); ++i) {
       const std::int64_t off = global_offset[i + prepend_axis_num], sh = local_shape[i];
@@ -95,7 +98,8 @@ Status ShardedTensor::validate_metadata_integrity() const {
 
 Result<Shape> ShardedTensor::local_chunk_offset_in_global() const {
   if (global_offset.size() != local_shape.size() + static_cast<std::size_t>(prepend_axis_num))
-    return make_error(ErrorKind::metadata_integrity, "key " + key + ": offset rank does not match local rank + prepend");
+    return make_error(ErrorKind::metadata_integrity,
+                      "key " + key + ": offset rank does not match local rank + prepend");
   Shape chunk(global_offset.begin(), global_offset.begin() + prepend_axis_num);
   for (std::size_t i = 0; i < local_shape.size(); ++i) {
     const std::int64_t off = global_offset[i + prepend_axis_num], sh = local_shape[i];
@@ -158,7 +162,8 @@ Result<ShardedTensor> ShardedTensor::narrow(std::int64_t dim, std::int64_t start
   if (dim < 0 || static_cast<std::size_t>(dim) >= local_shape.size() || start < 0 || length < 0 ||
       length > local_shape[dim] || start > local_shape[dim] - length)  // no start + length: it can overflow
     return make_error(ErrorKind::narrow_misaligned, "narrow(" + std::to_string(dim) + ", " + std::to_string(start) +
-                                                        ", " + std::to_string(length) + ") out of range for key " + key);
+                                                        ", " + std::to_string(length) + ") out of range for key " +
+                                                        key);
   const std::size_t axis = dim + prepend_axis_num;
   const std::int64_t local = local_shape[dim];
   if (local == 0 || global_shape[axis] % local != 0 || global_offset[axis] % local != 0)
@@ -174,7 +179,8 @@ Result<ShardedTensor> ShardedTensor::narrow(std::int64_t dim, std::int64_t start
   out.local_shape[dim] = length;
   if (data) {
     if (dim != 0)
-      return make_error(ErrorKind::narrow_misaligned, "the metadata model narrows data along rows only (key " + key + ")");
+      return make_error(ErrorKind::narrow_misaligned,
+                        "the metadata model narrows data along rows only (key " + key + ")");
     out.data = data->row_view(start, start + length);
   }
   return out;
@@ -182,9 +188,9 @@ Result<ShardedTensor> ShardedTensor::narrow(std::int64_t dim, std::int64_t start
 
 Status ShardedObject::validate_metadata_integrity() const {
   if (global_shape.size() != global_offset.size())
-    return make_error(ErrorKind::metadata_integrity,
-                      "Global offset dimensions should be equal to global shape dimensions for ShardedObject(key='" +
-                          key + "')");
+    return make_error(
+        ErrorKind::metadata_integrity,
+        "Global offset dimensions should be equal to global shape dimensions for ShardedObject(key='" + key + "')");
   return Ok{};
 }
 
@@ -198,7 +204,8 @@ Result<ShardedObject> ShardedObject::from_unique_key(const std::string& unique_k
     return make_error(ErrorKind::invalid_argument, "unique key '" + unique_key + "' must have exactly one '/'");
   const auto fields = split(parts[1], '_');
   if (fields.size() != 3 || fields[0] != "shard")
-    return make_error(ErrorKind::invalid_argument, "unique key '" + unique_key + "' must end in /shard_<offset>_<shape>");
+    return make_error(ErrorKind::invalid_argument,
+                      "unique key '" + unique_key + "' must end in /shard_<offset>_<shape>");
   IH_TRY_ASSIGN(offset, parse_int_list(fields[1], '.'));
   IH_TRY_ASSIGN(shape, parse_int_list(fields[2], '.'));
   if (shape.size() + 1 == offset.size()) shape.push_back(-1);  // legacy keys lack the last shape entry

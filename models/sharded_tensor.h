@@ -95,8 +95,8 @@ struct ShardedTensor {
 
   /// spec 3.2. `local_shape` and `dtype` come from `data` (or are given when data is absent).
   static Result<ShardedTensor> from_rank_offsets(std::string key, Shape local_shape,
-                                                 const std::vector<AxisOffset>& offsets,
-                                                 ReplicaId replica_id = {}, std::int64_t prepend_axis_num = 0,
+                                                 const std::vector<AxisOffset>& offsets, ReplicaId replica_id = {},
+                                                 std::int64_t prepend_axis_num = 0,
                                                  std::optional<TensorValue> data = std::nullopt,
                                                  std::string dtype = "float32");
   /// spec 3.3: rows [start, start + length) of a regular-grid tensor along local `dim`.

@@ -5,9 +5,9 @@
 
 namespace ih {
 
-Result<ShardedTensor> tp_row_sharded(const std::string& key, std::int64_t rows, std::int64_t cols,
-                                     std::int64_t tp_size, std::int64_t tp_rank, ReplicaId replica_id,
-                                     std::optional<TensorValue> data, const std::string& dtype) {
+Result<ShardedTensor> tp_row_sharded(const std::string& key, std::int64_t rows, std::int64_t cols, std::int64_t tp_size,
+                                     std::int64_t tp_rank, ReplicaId replica_id, std::optional<TensorValue> data,
+                                     const std::string& dtype) {
   IH_TRY_STATUS(require_positive(rows, "rows of " + key));
   IH_TRY_STATUS(require_positive(cols, "cols of " + key));
   IH_TRY_STATUS(require_positive(tp_size, "tp_size"));
@@ -21,7 +21,8 @@ Result<ShardedTensor> tp_row_sharded(const std::string& key, std::int64_t rows, 
 Result<std::shared_ptr<const SplitFactoryBuilder>> SplitFactoryBuilder::create(const ShardedTensor& orig,
                                                                                SplitLayout layout) {
   if (orig.local_shape.empty())
-    return make_error(ErrorKind::invalid_layout_parameter, "split factory for '" + orig.key + "': tensor has no rows axis");
+    return make_error(ErrorKind::invalid_layout_parameter,
+                      "split factory for '" + orig.key + "': tensor has no rows axis");
   IH_TRY_ASSIGN(total, layout.total_rows());
   if (total != orig.local_shape[0])
     return make_error(ErrorKind::split_sections_mismatch,
@@ -89,8 +90,8 @@ Result<std::vector<TensorValue>> loaded_tensors(const StateNode& loaded, const s
     for (std::size_t i = 0; i < loaded.dict().size(); ++i) {
       const DictItem& item = loaded.dict()[i];
       if (item.key != DictKey(static_cast<std::int64_t>(i)))
-        return make_error(ErrorKind::invalid_argument, what + ": dict key " + to_string(item.key) + " is not list index " +
-                                                           std::to_string(i));
+        return make_error(ErrorKind::invalid_argument,
+                          what + ": dict key " + to_string(item.key) + " is not list index " + std::to_string(i));
       IH_TRY_STATUS(take(item.value, to_string(item.key)));
     }
   } else {

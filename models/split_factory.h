@@ -13,8 +13,8 @@
 namespace ih {
 
 /// A TP-local 2-D weight sharded on rows: from_rank_offsets(key, (rows, cols), (0, t, T)).
-Result<ShardedTensor> tp_row_sharded(const std::string& key, std::int64_t rows, std::int64_t cols,
-                                     std::int64_t tp_size, std::int64_t tp_rank, ReplicaId replica_id = {},
+Result<ShardedTensor> tp_row_sharded(const std::string& key, std::int64_t rows, std::int64_t cols, std::int64_t tp_size,
+                                     std::int64_t tp_rank, ReplicaId replica_id = {},
                                      std::optional<TensorValue> data = std::nullopt,
                                      const std::string& dtype = "bfloat16");
 

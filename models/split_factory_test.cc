@@ -49,9 +49,10 @@ TEST(SplitFactory, BadTpArguments) {
 
 TEST(SplitFactory, MergeConcatenatesRows) {
   const auto factory = rank_factory(0).without_data();
-  const TensorValue merged =
-      factory.merge(StateNode(StateList{StateNode(TensorValue::of_storage(5, {3, 1})), StateNode(TensorValue::of_storage(5, {1, 1}))}))
-          .value();
+  const TensorValue merged = factory
+                                 .merge(StateNode(StateList{StateNode(TensorValue::of_storage(5, {3, 1})),
+                                                            StateNode(TensorValue::of_storage(5, {1, 1}))}))
+                                 .value();
   EXPECT_EQ(merged.shape, (Shape{4, 1}));
   EXPECT_FALSE(factory.merge(StateNode(StateList{StateNode(PlainValue{"x"})})).ok());
 }
@@ -75,8 +76,8 @@ TEST(SplitFactory, Tp2ToTp1KeepsSemanticOrder) {
   std::vector<std::int64_t> values;
   for (const RowBlock& b : merged.blocks)
     for (std::int64_t i = 0; i < b.rows; ++i) values.push_back(value_of(b.storage, b.first_row + i));
-  EXPECT_EQ(values, (std::vector<std::int64_t>{0,  1,  2,  3,  10, 11, 12, 13, 20,  21,  22,  23,  30,  31,  32,  33,
-                                               40, 41, 50, 51, 60, 61, 70, 71, 80,  81,  90,  91,  100, 101, 110, 111}));
+  EXPECT_EQ(values, (std::vector<std::int64_t>{0,  1,  2,  3,  10, 11, 12, 13, 20, 21, 22, 23, 30,  31,  32,  33,
+                                               40, 41, 50, 51, 60, 61, 70, 71, 80, 81, 90, 91, 100, 101, 110, 111}));
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ ShardedTensorFactory ShardedTensorFactory::without_data() const {
 }
 
 bool ShardedTensorFactory::operator==(const ShardedTensorFactory& other) const {
-  if (key != other.key || data != other.data || replica_id != other.replica_id || build_wrappers != other.build_wrappers)
+  if (key != other.key || data != other.data || replica_id != other.replica_id ||
+      build_wrappers != other.build_wrappers)
     return false;
   if (builder == other.builder) return true;
   // Different builder objects (e.g. one decoded from an adapter's reply) are equal when they build the same.
@@ -136,8 +137,10 @@ std::pair<StateNode, StateNode> extract_matching_values(const StateNode& tree,
   StateDict match_dict, nonmatch_dict;
   StateList match_list, nonmatch_list;
   const auto put = [&](bool matching, std::int64_t index, StateNode value) {
-    if (lists_as_dicts) (matching ? match_dict : nonmatch_dict).push_back({index, std::move(value)});
-    else (matching ? match_list : nonmatch_list).push_back(std::move(value));
+    if (lists_as_dicts)
+      (matching ? match_dict : nonmatch_dict).push_back({index, std::move(value)});
+    else
+      (matching ? match_list : nonmatch_list).push_back(std::move(value));
   };
   const StateList& list = tree.is_list() ? tree.list() : StateList{};
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -171,12 +174,11 @@ Status merge_into(StateNode& x1, StateNode x2) {
       return make_error(ErrorKind::merge_list_length, "Cannot merge two lists with different lengths (" +
                                                           std::to_string(x1.list().size()) + " and " +
                                                           std::to_string(x2.list().size()) + ")");
-    for (std::size_t i = 0; i < x2.list().size(); ++i)
-      IH_TRY_STATUS(merge_into(x1.list()[i], std::move(x2.list()[i])));
+    for (std::size_t i = 0; i < x2.list().size(); ++i) IH_TRY_STATUS(merge_into(x1.list()[i], std::move(x2.list()[i])));
     return Ok{};
   }
-  return make_error(ErrorKind::merge_duplicate_leaf, "Duplicate non-dict and non-list values encountered: a " +
-                                                         describe(x1) + " and a " + describe(x2));
+  return make_error(ErrorKind::merge_duplicate_leaf,
+                    "Duplicate non-dict and non-list values encountered: a " + describe(x1) + " and a " + describe(x2));
 }
 
 Status apply_factories(StateNode& tree) {
@@ -236,7 +238,8 @@ Status apply_factory_merges_at(StateNode& x1, const StateNode& x2, const std::st
       const auto* index = std::get_if<std::int64_t>(&item.key);
       if (!index)
         return make_error(ErrorKind::merge_key_mismatch, "Invalid dict key " + to_string(item.key) +
-                                                             " non-integer type encountered in a list-dict merge at " + where);
+                                                             " non-integer type encountered in a list-dict merge at " +
+                                                             where);
       if (*index < 0 || static_cast<std::size_t>(*index) >= x1.list().size())
         return make_error(ErrorKind::merge_key_mismatch, "Dict key " + std::to_string(*index) +
                                                              " out of bound for list of length " +

@@ -68,8 +68,8 @@ struct ShardedTensorFactory {
   bool operator==(const ShardedTensorFactory& other) const;
 };
 
-using Leaf = std::variant<PlainValue, TensorValue, ObjectRef, ShardedTensor, ShardedObject,
-                          ShardedTensorFactory, LocalNonpersistent>;
+using Leaf = std::variant<PlainValue, TensorValue, ObjectRef, ShardedTensor, ShardedObject, ShardedTensorFactory,
+                          LocalNonpersistent>;
 
 /// A dict key: Python state dicts use strings, optimizers and list-as-dict views use ints.
 using DictKey = std::variant<std::string, std::int64_t>;
@@ -88,8 +88,7 @@ struct StateNode {
   StateNode(StateDict dict);
   StateNode(StateList list);
   template <class T>
-    requires std::is_constructible_v<Leaf, T>
-  StateNode(T leaf);
+  requires std::is_constructible_v<Leaf, T> StateNode(T leaf);
   StateNode(const StateNode&);
   StateNode(StateNode&&) noexcept;
   StateNode& operator=(const StateNode&);
@@ -129,8 +128,7 @@ inline StateNode::StateNode() : value(StateDict{}) {}
 inline StateNode::StateNode(StateDict dict) : value(std::move(dict)) {}
 inline StateNode::StateNode(StateList list) : value(std::move(list)) {}
 template <class T>
-  requires std::is_constructible_v<Leaf, T>
-StateNode::StateNode(T leaf) : value(Leaf(std::move(leaf))) {}
+requires std::is_constructible_v<Leaf, T> StateNode::StateNode(T leaf) : value(Leaf(std::move(leaf))) {}
 inline StateNode::StateNode(const StateNode&) = default;
 inline StateNode::StateNode(StateNode&&) noexcept = default;
 inline StateNode& StateNode::operator=(const StateNode&) = default;

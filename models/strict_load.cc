@@ -35,7 +35,8 @@ std::string joined(const std::set<std::string>& keys) {
 std::string report(const std::set<std::string>& missing, const std::set<std::string>& unexpected) {
   std::string out;
   if (!missing.empty()) out += "keys in the checkpoint missing from the request: " + joined(missing);
-  if (!unexpected.empty()) out += (out.empty() ? "" : "; ") + std::string("requested keys not in the checkpoint: ") + joined(unexpected);
+  if (!unexpected.empty())
+    out += (out.empty() ? "" : "; ") + std::string("requested keys not in the checkpoint: ") + joined(unexpected);
   return out;
 }
 
@@ -61,7 +62,8 @@ std::set<std::string> checkpoint_keys(const Checkpoint& checkpoint) {
 }
 
 Result<StrictOutcome> apply_strict_handling(const Checkpoint& checkpoint, const StateNode& sharded_request,
-                                            StrictHandling mode, const std::optional<std::set<std::string>>& all_requested) {
+                                            StrictHandling mode,
+                                            const std::optional<std::set<std::string>>& all_requested) {
   StrictOutcome out;
   out.request = sharded_request;
   if (mode == StrictHandling::assume_ok_unexpected) return out;  // no disk access, no check
@@ -72,7 +74,8 @@ Result<StrictOutcome> apply_strict_handling(const Checkpoint& checkpoint, const 
   });
   if (is_all_mode(mode)) {
     if (!all_requested)
-      return make_error(ErrorKind::invalid_argument, "strict " + to_string(mode) + " needs every rank's requested keys");
+      return make_error(ErrorKind::invalid_argument,
+                        "strict " + to_string(mode) + " needs every rank's requested keys");
     for (const std::string& key : stored)
       if (!all_requested->count(key)) out.missing.insert(key);
   }
@@ -81,9 +84,7 @@ Result<StrictOutcome> apply_strict_handling(const Checkpoint& checkpoint, const 
                   return is_sharded_base(leaf) && out.unexpected.count(key_of(leaf)) > 0;
                 }).second;
   switch (mode) {
-    case StrictHandling::ignore_all:
-      out.missing.clear(), out.unexpected.clear();
-      break;
+    case StrictHandling::ignore_all: out.missing.clear(), out.unexpected.clear(); break;
     case StrictHandling::raise_unexpected:
     case StrictHandling::raise_all:
       if (!out.missing.empty() || !out.unexpected.empty())
@@ -94,11 +95,8 @@ Result<StrictOutcome> apply_strict_handling(const Checkpoint& checkpoint, const 
       if (!out.missing.empty() || !out.unexpected.empty()) out.warnings.push_back(report(out.missing, out.unexpected));
       break;
     case StrictHandling::return_unexpected:
-    case StrictHandling::return_all:
-      out.returned = true;
-      break;
-    case StrictHandling::assume_ok_unexpected:
-      break;
+    case StrictHandling::return_all: out.returned = true; break;
+    case StrictHandling::assume_ok_unexpected: break;
   }
   return out;
 }

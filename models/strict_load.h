@@ -29,11 +29,11 @@ std::string to_string(StrictHandling mode);
 
 /// What validate_integrity_and_strict_load hands back to load().
 struct StrictOutcome {
-  StateNode request;                 // the sharded request without the unexpected keys' entries
-  std::set<std::string> missing;     // only for *_all modes (needs every rank's requested keys)
-  std::set<std::string> unexpected;  // this rank's
-  std::vector<std::string> warnings; // log_* modes: what Megatron logs
-  bool returned = false;             // return_* modes: load() returns the key sets with the state dict
+  StateNode request;                  // the sharded request without the unexpected keys' entries
+  std::set<std::string> missing;      // only for *_all modes (needs every rank's requested keys)
+  std::set<std::string> unexpected;   // this rank's
+  std::vector<std::string> warnings;  // log_* modes: what Megatron logs
+  bool returned = false;              // return_* modes: load() returns the key sets with the state dict
 };
 
 /// The storage keys a checkpoint holds: tensor keys and ShardedObject keys (without the shard suffix).

@@ -25,7 +25,8 @@ ModelConfig gdp_config(GtpSaveDesign design) {
 TEST(SyntheticGtp, GdpInProjIsTheShardSplitFactory) {
   RankLayout l;
   l.gtp = 4, l.gtp_rank = 3;
-  const StateNode tree = hybrid_sharded_state_dict(gdp_config(GtpSaveDesign::shard_split), "M*-", l, OptimizerStates::adam()).value();
+  const StateNode tree =
+      hybrid_sharded_state_dict(gdp_config(GtpSaveDesign::shard_split), "M*-", l, OptimizerStates::adam()).value();
   const auto* f = entry(tree, "model.decoder.layers.0.mixer.in_proj.weight")->leaf_if<ShardedTensorFactory>();
   ASSERT_NE(f, nullptr);
   // A = 32*4 = 128; 1312 mod 128 = 32, pad 96, D' = 1408, R = 352; rank 3 holds rows 1056..1407: 256 real.
@@ -35,7 +36,8 @@ TEST(SyntheticGtp, GdpInProjIsTheShardSplitFactory) {
   std::int64_t rows = 0;
   for (const StateNode& n : built.list()) rows += n.leaf_if<ShardedTensor>()->local_shape[0];
   EXPECT_EQ(rows, 256);
-  const auto* opt = entry(tree, "optimizer.state.model.decoder.layers.0.mixer.in_proj.weight.exp_avg")->leaf_if<ShardedTensor>();
+  const auto* opt =
+      entry(tree, "optimizer.state.model.decoder.layers.0.mixer.in_proj.weight.exp_avg")->leaf_if<ShardedTensor>();
   ASSERT_NE(opt, nullptr);
   EXPECT_EQ(opt->key, "optimizer.state.exp_avg.decoder.layers.0.mixer.in_proj.weight");
   EXPECT_EQ(opt->global_shape, (Shape{1408, 256}));  // the padded per-shard description (4.7.7)
@@ -50,10 +52,13 @@ TEST(SyntheticGtp, FreshInProjUnderGtpBecomesLnpOfFactoryData) {
   RankLayout l;
   l.gtp = 2, l.gtp_rank = 1;
   const GptCompatLayerMaps maps = gpt_compatible_layer_maps(std::string_view("M*-")).value();
-  for (const auto& [config, rows] : std::vector<std::pair<ModelConfig, std::int64_t>>{
-           {gdp_config(GtpSaveDesign::shard_split), 672}, {gdp_config(GtpSaveDesign::gather), 1312}, {ModelConfig{}, 648}}) {
+  for (const auto& [config, rows] :
+       std::vector<std::pair<ModelConfig, std::int64_t>>{{gdp_config(GtpSaveDesign::shard_split), 672},
+                                                         {gdp_config(GtpSaveDesign::gather), 1312},
+                                                         {ModelConfig{}, 648}}) {
     StateNode tree = hybrid_sharded_state_dict(config, "M*-", l).value();
-    const ShardedTensorFactory before = *entry(tree, "model.decoder.layers.0.mixer.in_proj.weight")->leaf_if<ShardedTensorFactory>();
+    const ShardedTensorFactory before =
+        *entry(tree, "model.decoder.layers.0.mixer.in_proj.weight")->leaf_if<ShardedTensorFactory>();
     ASSERT_TRUE(retarget_sharded_state_dict(tree, maps).ok());
     const auto* lnp = entry(tree, "model.decoder.layers.0.mixer.in_proj.weight")->leaf_if<LocalNonpersistent>();
     ASSERT_NE(lnp, nullptr);

@@ -22,9 +22,9 @@ class SwigluBuilder : public FactoryBuilder {
     for (std::int64_t part = 0; part < 2; ++part) {
       std::vector<AxisOffset> offsets = prefix_;
       offsets.push_back({static_cast<std::int64_t>(prefix_.size()), tp_rank_ + part * tp_, 2 * tp_});
-      IH_TRY_ASSIGN(piece, ShardedTensor::from_rank_offsets(key, {}, offsets, replica,
-                                                            static_cast<std::int64_t>(prefix_.size()),
-                                                            data->row_view(part * half, (part + 1) * half)));
+      IH_TRY_ASSIGN(
+          piece, ShardedTensor::from_rank_offsets(key, {}, offsets, replica, static_cast<std::int64_t>(prefix_.size()),
+                                                  data->row_view(part * half, (part + 1) * half)));
       pieces.push_back(StateNode(std::move(piece)));
     }
     return StateNode(std::move(pieces));
@@ -34,9 +34,9 @@ class SwigluBuilder : public FactoryBuilder {
     if (!factory.data) return std::nullopt;
     std::vector<AxisOffset> offsets = prefix_;
     offsets.push_back({static_cast<std::int64_t>(prefix_.size()), tp_rank_, tp_});
-    auto original = ShardedTensor::from_rank_offsets(factory.key, factory.data->shape, offsets, factory.replica_id,
-                                                     static_cast<std::int64_t>(prefix_.size()), std::nullopt,
-                                                     factory.data->dtype);
+    auto original =
+        ShardedTensor::from_rank_offsets(factory.key, factory.data->shape, offsets, factory.replica_id,
+                                         static_cast<std::int64_t>(prefix_.size()), std::nullopt, factory.data->dtype);
     if (!original.ok()) return std::nullopt;
     return FactoryRecipe{"swiglu", std::move(original).value(), prefix_};
   }
@@ -102,9 +102,11 @@ class Emitter {
   }
 
   void swiglu(const std::string& sub, Shape local) {
-    ShardedTensorFactory factory{key_prefix_ + sub, TensorValue::of_storage(next_storage(), std::move(local)),
+    ShardedTensorFactory factory{key_prefix_ + sub,
+                                 TensorValue::of_storage(next_storage(), std::move(local)),
                                  ReplicaId::tuple({0, 0, l_.dp_rank}),
-                                 std::make_shared<SwigluBuilder>(prefix_, l_.tp, l_.tp_rank), {}};
+                                 std::make_shared<SwigluBuilder>(prefix_, l_.tp, l_.tp_rank),
+                                 {}};
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
 
@@ -116,7 +118,8 @@ class Emitter {
     const ReplicaId replica = ReplicaId::tuple({0, 0, l_.dp_rank});
     if (l_.gtp == 1) {  // no GTP: the ordinary split factory of the TP-local tensor
       const auto data = TensorValue::of_storage(next_storage(), {rows, c.hidden});
-      IH_TRY_ASSIGN(orig, tp_row_sharded(key_prefix_ + sub, rows, c.hidden, l_.tp, l_.tp_rank, replica, data, data.dtype));
+      IH_TRY_ASSIGN(orig,
+                    tp_row_sharded(key_prefix_ + sub, rows, c.hidden, l_.tp, l_.tp_rank, replica, data, data.dtype));
       IH_TRY_ASSIGN(split, SplitFactoryBuilder::create(orig, layout));
       add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, split, {}}));
       return Ok{};
@@ -127,7 +130,8 @@ class Emitter {
     p.pad_alignment = c.pad_alignment, p.cols = c.hidden, p.dtype = "float32";
     p.mixer = gdp ? GtpMixer::gdp : GtpMixer::mamba;
     const GtpSaveDesign design = gdp ? c.gdp_design : GtpSaveDesign::shard_split;  // Mamba gathers regardless
-    p.replica_id = design == GtpSaveDesign::gather ? ReplicaId::tuple({0, 0, l_.gtp_rank + l_.gtp * l_.dp_rank}) : replica;
+    p.replica_id =
+        design == GtpSaveDesign::gather ? ReplicaId::tuple({0, 0, l_.gtp_rank + l_.gtp * l_.dp_rank}) : replica;
     IH_TRY_ASSIGN(padding, gtp_padding_of(p));
     p.shard = TensorValue::of_storage(next_storage(), {padding.shard_rows, c.hidden});
     IH_TRY_ASSIGN(factory, make_gtp_factory(design, p));
@@ -144,7 +148,9 @@ class Emitter {
   }
 
   void set_expert(bool expert) { is_expert_ = expert; }
-  void plain(const std::string& path, std::string value) { out_.push_back({path, StateNode(PlainValue{std::move(value)})}); }
+  void plain(const std::string& path, std::string value) {
+    out_.push_back({path, StateNode(PlainValue{std::move(value)})});
+  }
 
  private:
   std::uint64_t next_storage() { return ++storage_; }
@@ -189,8 +195,10 @@ Status emit_attention(Emitter& e, const ModelConfig& c, const RankLayout& l) {
 
 Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t rows = c.ffn_hidden / l.tp;
-  if (c.gated_mlp) e.swiglu("mlp.linear_fc1.weight", {2 * rows, c.hidden});
-  else IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+  if (c.gated_mlp)
+    e.swiglu("mlp.linear_fc1.weight", {2 * rows, c.hidden});
+  else
+    IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc1.bias", {rows}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mlp.linear_fc1.layer_norm_weight", {c.hidden}, Sharding::replicated));
   e.object("mlp.linear_fc1._extra_state");
@@ -233,7 +241,8 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
     IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
     IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
   } else {
-    IH_TRY_STATUS(e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
+    IH_TRY_STATUS(
+        e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
   }
   IH_TRY_STATUS(e.tensor("mixer.in_proj.layer_norm_weight", {c.hidden}, Sharding::replicated));
   e.object("mixer.in_proj._extra_state");
@@ -271,8 +280,8 @@ Status emit_layer(Emitter& e, char symbol, const ModelConfig& c, const RankLayou
     case pattern::kMoe: return emit_moe(e, c, l, key_prefix, path_prefix, prefix);
     case pattern::kMamba: return emit_mamba(e, c, l);
     default:
-      return make_error(ErrorKind::invalid_argument, std::string("synthetic hybrid layers support M, *, - and E, not '") +
-                                                         symbol + "'");
+      return make_error(ErrorKind::invalid_argument,
+                        std::string("synthetic hybrid layers support M, *, - and E, not '") + symbol + "'");
   }
 }
 
@@ -360,9 +369,10 @@ Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::stri
   Emitter emitter(config, layout, optimizer, out);
   for (std::int64_t vp = 0; vp < stages; ++vp) {
     const std::string chunk = stages > 1 ? "model" + std::to_string(vp) : "model";
-    IH_TRY_ASSIGN(segment, pattern::select_segment(main, {layout.pp_rank, layout.pp,
-                                                          virtual_stages ? std::optional<std::int64_t>(vp) : std::nullopt,
-                                                          std::nullopt, std::nullopt}));
+    IH_TRY_ASSIGN(segment,
+                  pattern::select_segment(
+                      main, {layout.pp_rank, layout.pp, virtual_stages ? std::optional<std::int64_t>(vp) : std::nullopt,
+                             std::nullopt, std::nullopt}));
     if (layout.pp_rank == 0 && vp == 0) IH_TRY_STATUS(emit_embedding(emitter, config, layout, chunk));
     for (std::size_t i = 0; i < segment.layers.size(); ++i) {
       const std::int64_t global = segment.offset + static_cast<std::int64_t>(i);

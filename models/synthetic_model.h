@@ -31,9 +31,9 @@ struct ModelConfig {
   std::int64_t mamba_state = 16;
   /// The mixer at 'M' positions: "mamba" (Mamba-2) or "gdp" (the GatedDeltaProduct stack spec; spec 1.1).
   std::string ssm_mixer = "mamba";
-  std::int64_t gdp_householder = 3;                           // M of spec 4.1
-  GtpSaveDesign gdp_design = GtpSaveDesign::shard_split;      // how a GTP GDP in_proj is saved
-  std::int64_t pad_alignment = 16;                            // GTP pad_for_alignment (spec 4.4)
+  std::int64_t gdp_householder = 3;                       // M of spec 4.1
+  GtpSaveDesign gdp_design = GtpSaveDesign::shard_split;  // how a GTP GDP in_proj is saved
+  std::int64_t pad_alignment = 16;                        // GTP pad_for_alignment (spec 4.4)
 };
 
 /// One rank's position in the parallel layout.

@@ -43,7 +43,8 @@ TEST(SyntheticGpt, SpecWorkedExampleTp2) {
     const ShardedTensor& fc2 = tensor_at(gpt, "model.decoder.layers.1.mlp.linear_fc2.weight");
     EXPECT_EQ(fc2.local_shape, (Shape{256, 512}));
     EXPECT_EQ(fc2.global_offset, (Shape{1, 0, 512 * t}));
-    const auto& extra = std::get<ShardedObject>(gpt.find(DictKey("model.decoder.layers.1.self_attention.linear_qkv._extra_state"))->leaf());
+    const auto& extra = std::get<ShardedObject>(
+        gpt.find(DictKey("model.decoder.layers.1.self_attention.linear_qkv._extra_state"))->leaf());
     EXPECT_EQ(extra.global_shape, (Shape{2}));
     EXPECT_EQ(extra.global_offset, (Shape{1}));
     const ShardedTensor& final_norm = tensor_at(gpt, "model.decoder.final_layernorm.weight");
@@ -58,7 +59,8 @@ TEST(SyntheticGpt, GatedFc1BuildsTwoPiecesPerRank) {
   config.gated_mlp = true;
   for (std::int64_t t = 0; t < 2; ++t) {
     const StateNode gpt = gpt_sharded_state_dict(config, 2, {.tp = 2, .tp_rank = t}).value();
-    const auto& factory = std::get<ShardedTensorFactory>(gpt.find(DictKey("model.decoder.layers.1.mlp.linear_fc1.weight"))->leaf());
+    const auto& factory =
+        std::get<ShardedTensorFactory>(gpt.find(DictKey("model.decoder.layers.1.mlp.linear_fc1.weight"))->leaf());
     const StateNode built = factory.build().value();
     ASSERT_EQ(built.list().size(), 2u);
     const auto& w = std::get<ShardedTensor>(built.list()[0].leaf());
@@ -79,7 +81,8 @@ TEST(SyntheticHybrid, PerLayerKeysWithoutLayerAxis) {
   EXPECT_EQ(qkv.global_shape, (Shape{768, 256}));
   EXPECT_EQ(qkv.global_offset, (Shape{384, 0}));
   EXPECT_EQ(qkv.axis_fragmentations, (Shape{2, 1}));
-  const auto& extra = std::get<ShardedObject>(hybrid.find(DictKey("model.decoder.layers.5.mlp.linear_fc2._extra_state"))->leaf());
+  const auto& extra =
+      std::get<ShardedObject>(hybrid.find(DictKey("model.decoder.layers.5.mlp.linear_fc2._extra_state"))->leaf());
   EXPECT_EQ(extra.global_shape, (Shape{1}));
   EXPECT_EQ(extra.global_offset, (Shape{0}));
   EXPECT_NE(hybrid.find(DictKey("model.output_layer._extra_state")), nullptr);
@@ -88,7 +91,8 @@ TEST(SyntheticHybrid, PerLayerKeysWithoutLayerAxis) {
 
 TEST(SyntheticHybrid, PipesSelectVirtualStages) {
   // Spec 1.6 table: rank 1 holds segments 1 (offset 6) and 3 (offset 11).
-  const StateNode hybrid = hybrid_sharded_state_dict(ModelConfig{}, "M*-M*-|*-|M*-|*-", {.pp = 2, .pp_rank = 1}).value();
+  const StateNode hybrid =
+      hybrid_sharded_state_dict(ModelConfig{}, "M*-M*-|*-|M*-|*-", {.pp = 2, .pp_rank = 1}).value();
   EXPECT_EQ(tensor_at(hybrid, "model0.decoder.layers.0.self_attention.linear_qkv.weight").key,
             "decoder.layers.6.self_attention.linear_qkv.weight");
   EXPECT_EQ(tensor_at(hybrid, "model1.decoder.layers.0.self_attention.linear_qkv.weight").key,
@@ -116,7 +120,8 @@ TEST(SyntheticRoundTrip, RetargetedHybridMatchesGptAtTheSameLayout) {
     for (std::int64_t t = 0; t < 2; ++t) {
       const RankLayout layout{.tp = 2, .tp_rank = t, .dp_rank = 1};
       StateNode hybrid = hybrid_sharded_state_dict(config, "M*-M*-", layout, OptimizerStates::adam()).value();
-      ASSERT_TRUE(retarget_sharded_state_dict(hybrid, gpt_compatible_layer_maps(std::string_view("M*-M*-")).value()).ok());
+      ASSERT_TRUE(
+          retarget_sharded_state_dict(hybrid, gpt_compatible_layer_maps(std::string_view("M*-M*-")).value()).ok());
       const StateNode gpt = gpt_sharded_state_dict(config, 2, layout, OptimizerStates::adam()).value();
       EXPECT_EQ(boxes(hybrid), boxes(gpt)) << "gated " << gated << " tp_rank " << t;
     }
@@ -130,7 +135,8 @@ TEST(SyntheticRoundTrip, MoeExpertAxisFollowsTheLayerAxis) {
   StateNode hybrid = hybrid_sharded_state_dict(config, "*E*E", layout).value();
   ASSERT_TRUE(retarget_sharded_state_dict(hybrid, gpt_compatible_layer_maps(std::string_view("*E*E")).value()).ok());
   EXPECT_EQ(boxes(hybrid), boxes(gpt_sharded_state_dict(config, 2, layout).value()));
-  const auto& extra = std::get<ShardedObject>(hybrid.find(DictKey("model.decoder.layers.3.mlp.experts.1.mlp.experts.linear_fc1._extra_state"))->leaf());
+  const auto& extra = std::get<ShardedObject>(
+      hybrid.find(DictKey("model.decoder.layers.3.mlp.experts.1.mlp.experts.linear_fc1._extra_state"))->leaf());
   EXPECT_EQ(extra.unique_key(), "decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1.3_2.4");
 }
 

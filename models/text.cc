@@ -55,17 +55,23 @@ std::string py_repr(std::string_view text) {
   const char quote = use_double ? '"' : '\'';
   std::string out(1, quote);
   for (const char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == quote) out += std::string("\\") + quote;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == quote)
+      out += std::string("\\") + quote;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
     else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       static const char* hex = "0123456789abcdef";
       out += "\\x";
       out += hex[(c >> 4) & 0xF];
       out += hex[c & 0xF];
-    } else out += c;
+    } else
+      out += c;
   }
   return out + quote;
 }

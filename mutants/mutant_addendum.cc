@@ -57,7 +57,8 @@ std::optional<Result<ShardedTensor>> MutantImplementation::addendum_param_entry(
   return entry;
 }
 
-std::optional<Result<StateNode>> MutantImplementation::addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params) {
+std::optional<Result<StateNode>> MutantImplementation::addendum_pieces(GtpSaveDesign design,
+                                                                       const GtpFactoryParams& params) {
   if (!is(Mutant::mamba_in_proj_shard_split) || params.mixer != GtpMixer::mamba || design != GtpSaveDesign::shard_split)
     return std::nullopt;
   GtpFactoryParams as_gdp = params;  // the PR's shard split applied to Mamba's [z|x|B|C|dt] too
@@ -65,10 +66,11 @@ std::optional<Result<StateNode>> MutantImplementation::addendum_pieces(GtpSaveDe
   return ReferenceImplementation::gtp_pieces(design, as_gdp);
 }
 
-std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Checkpoint& checkpoint, const StateNode& request,
-                                                                     LoadOrder order) {
+std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Checkpoint& checkpoint,
+                                                                     const StateNode& request, LoadOrder order) {
   if (is(Mutant::load_unexpected_key_ignored)) {  // as if every load ran with a non-default strict mode
-    const auto adjusted = apply_strict_handling(checkpoint, request, StrictHandling::ignore_all, checkpoint_keys(checkpoint));
+    const auto adjusted =
+        apply_strict_handling(checkpoint, request, StrictHandling::ignore_all, checkpoint_keys(checkpoint));
     if (!adjusted.ok()) return Result<StateNode>(adjusted.error());
     return ReferenceImplementation::load_state(checkpoint, adjusted->request, order);
   }
@@ -79,7 +81,9 @@ std::optional<Result<StateNode>> MutantImplementation::addendum_load(const Check
       if (const auto* t = std::get_if<ShardedTensor>(&leaf))
         if (t->allow_shape_mismatch && stored_under_other_shape(checkpoint, *t)) refused = t->key;
     });
-    if (refused) return Result<StateNode>(make_error(ErrorKind::global_shape_mismatch, "global shape mismatch for key " + *refused));
+    if (refused)
+      return Result<StateNode>(
+          make_error(ErrorKind::global_shape_mismatch, "global shape mismatch for key " + *refused));
     return std::nullopt;
   }
   auto loaded = ReferenceImplementation::load_state(checkpoint, request, order);
@@ -114,9 +118,11 @@ void MutantImplementation::addendum_retarget(const std::vector<FlatEntry>& in, s
   }
 }
 
-std::optional<Result<TensorValue>> MutantImplementation::addendum_merge(GtpSaveDesign design, const GtpFactoryParams& params,
+std::optional<Result<TensorValue>> MutantImplementation::addendum_merge(GtpSaveDesign design,
+                                                                        const GtpFactoryParams& params,
                                                                         const StateNode& loaded) {
-  if (!is(Mutant::gtp_gather_merge_unpadded_slice) || design != GtpSaveDesign::gather || params.mixer == GtpMixer::mamba)
+  if (!is(Mutant::gtp_gather_merge_unpadded_slice) || design != GtpSaveDesign::gather ||
+      params.mixer == GtpMixer::mamba)
     return std::nullopt;
   auto padding = gtp_padding_of(params);
   if (!padding.ok()) return Result<TensorValue>(padding.error());

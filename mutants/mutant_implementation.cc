@@ -45,7 +45,8 @@ Result<pattern::ParsedPattern> MutantImplementation::parse_pattern(std::optional
   for (std::size_t i = 1; i < parts.size(); ++i)
     for (char c : parts[i])
       if (!pattern::is_layer_symbol(c))
-        return make_error(ErrorKind::invalid_symbol, "In MTP pattern, '" + std::string(1, c) + "' is not a valid layer symbol.");
+        return make_error(ErrorKind::invalid_symbol,
+                          "In MTP pattern, '" + std::string(1, c) + "' is not a valid layer symbol.");
   return parsed;
 }
 
@@ -77,7 +78,7 @@ Result<GptCompatLayerMaps> MutantImplementation::layer_maps(std::optional<std::s
 }
 
 Result<pattern::SegmentSelection> MutantImplementation::select_segment(std::string_view main,
-                                                                      const pattern::SegmentRequest& request) {
+                                                                       const pattern::SegmentRequest& request) {
   const std::int64_t segments = pattern::pipeline_segment_count(main);
   if (!is(Mutant::segment_index_r_vpp) || !request.vp_stage || segments <= 1 || request.pp_size < 1 ||
       segments % request.pp_size != 0)

@@ -63,9 +63,11 @@ class MutantImplementation : public ReferenceImplementation {
   /// The spec-addendum mutants (mutant_addendum.cc); nullopt where the mutant does not apply.
   std::optional<Result<ShardedTensor>> addendum_param_entry(const GtpFactoryParams& params);
   std::optional<Result<StateNode>> addendum_pieces(GtpSaveDesign design, const GtpFactoryParams& params);
-  std::optional<Result<StateNode>> addendum_load(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order);
+  std::optional<Result<StateNode>> addendum_load(const Checkpoint& checkpoint, const StateNode& request,
+                                                 LoadOrder order);
   void addendum_retarget(const std::vector<FlatEntry>& in, std::vector<FlatEntry>& out);
-  std::optional<Result<TensorValue>> addendum_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded);
+  std::optional<Result<TensorValue>> addendum_merge(GtpSaveDesign design, const GtpFactoryParams& params,
+                                                    const StateNode& loaded);
 
   MutantInfo info_;
 };

@@ -1,6 +1,6 @@
 // GTP shard-split mutants (spec 6.1-6.10): the reference's pieces and merges, perturbed.
-#include "mutants/mutant_implementation.h"
 #include "models/split_factory.h"
+#include "mutants/mutant_implementation.h"
 
 namespace ih {
 namespace {
@@ -12,8 +12,8 @@ std::int64_t section_rows(const GtpFactoryParams& params, const ShardedTensor& p
 }
 
 /// One piece of the mutant's answer; `last` is the rank's final piece.
-void perturb_piece(Mutant mutant, const GtpFactoryParams& params, const GtpPadding& padding,
-                   ShardedTensor& piece, bool last) {
+void perturb_piece(Mutant mutant, const GtpFactoryParams& params, const GtpPadding& padding, ShardedTensor& piece,
+                   bool last) {
   const std::int64_t r = padding.real_rows(params.gtp_rank);
   if (mutant == Mutant::gtp_offset_no_tp_term) piece.global_offset[0] -= params.tp_rank * section_rows(params, piece);
   if (mutant == Mutant::gtp_global_shape_padded) piece.global_shape[0] = params.tp_size * padding.padded_rows;

@@ -1,7 +1,7 @@
 // Retarget mutants (spec 6.15-6.22): the reference's answer, perturbed entry by entry. Input and
 // output are flat dicts with the same paths in the same order, so entry i of one is entry i of the other.
-#include "mutants/mutant_implementation.h"
 #include "models/retarget.h"
+#include "mutants/mutant_implementation.h"
 
 namespace ih {
 namespace {
@@ -49,7 +49,8 @@ void perturb(Mutant mutant, const FlatEntry& in, FlatEntry& out, const GptCompat
       *in_key != kOmittedLocalKeySuffix)
     out = in;
   if (!match || fresh) {
-    if (mutant == Mutant::retarget_fresh_left_sharded && fresh && !std::holds_alternative<ShardedTensor>(in.entry)) out = in;
+    if (mutant == Mutant::retarget_fresh_left_sharded && fresh && !std::holds_alternative<ShardedTensor>(in.entry))
+      out = in;
     return;
   }
   if (auto* o = std::get_if<ShardedObject>(&out.entry);

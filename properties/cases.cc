@@ -33,8 +33,8 @@ std::ostream& operator<<(std::ostream& os, const NearValidCase& c) {
 }
 
 std::ostream& operator<<(std::ostream& os, const GtpCase& c) {
-  os << c.mixer << " in_proj d_inner_local=" << c.dims.d_inner_local << " group_state_local=" << c.dims.group_state_local
-     << " nheads_local=" << c.dims.nheads_local;
+  os << c.mixer << " in_proj d_inner_local=" << c.dims.d_inner_local
+     << " group_state_local=" << c.dims.group_state_local << " nheads_local=" << c.dims.nheads_local;
   if (c.mixer == "gdp") os << " householder=" << c.dims.householder;
   const auto layout = layout_of(c);
   if (layout.ok()) os << " (D=" << layout->total_rows().value() << ")";
@@ -49,8 +49,8 @@ std::ostream& operator<<(std::ostream& os, const GtpCrossCase& c) {
 
 std::ostream& operator<<(std::ostream& os, const ModelCase& c) {
   const ModelConfig& m = c.config;
-  os << "pattern '" << c.pattern << "', " << c.layout << ", experts=" << m.num_experts
-     << " gated=" << m.gated_mlp << " bias=" << m.add_bias;
+  os << "pattern '" << c.pattern << "', " << c.layout << ", experts=" << m.num_experts << " gated=" << m.gated_mlp
+     << " bias=" << m.add_bias;
   if (c.layout.gtp > 1 || m.ssm_mixer != "mamba")
     os << ", mixer=" << m.ssm_mixer << " gtp=" << c.layout.gtp << " pad_alignment=" << m.pad_alignment
        << (m.ssm_mixer == "gdp" ? " design=" + to_string(m.gdp_design) : std::string());
@@ -68,8 +68,8 @@ std::ostream& operator<<(std::ostream& os, const SegmentCase& c) {
 }
 
 std::ostream& operator<<(std::ostream& os, const FsdpCase& c) {
-  return os << "pattern '" << c.pattern << "', key '" << c.key << "', checkpoint keys " << quoted_list(c.checkpoint_keys)
-            << ", planted captures " << quoted_list(c.captures);
+  return os << "pattern '" << c.pattern << "', key '" << c.key << "', checkpoint keys "
+            << quoted_list(c.checkpoint_keys) << ", planted captures " << quoted_list(c.captures);
 }
 
 std::ostream& operator<<(std::ostream& os, const KeyRulesCase& c) {

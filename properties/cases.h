@@ -65,9 +65,9 @@ struct SegmentCase {
 /// One FSDP key and checkpoint keys with a chosen number of distinct `module.` captures.
 struct FsdpCase {
   std::string pattern;
-  std::string key;                         // hybrid explicit key, possibly module.-prefixed
+  std::string key;  // hybrid explicit key, possibly module.-prefixed
   std::vector<std::string> checkpoint_keys;
-  std::vector<std::string> captures;       // the distinct captures planted in checkpoint_keys
+  std::vector<std::string> captures;  // the distinct captures planted in checkpoint_keys
 };
 
 /// Storage keys of every kind the retarget rules tell apart (spec 2.4), under a valid pattern.

@@ -1,5 +1,6 @@
-// Writer-election worlds (spec addendum A) and GPT->Hybrid loads under GTP (addendum H), built by construction: the expert sizes are drawn from
-// the divisors of what the dense sizes leave, so every case is a valid world and shrinks toward 1.
+// Writer-election worlds (spec addendum A) and GPT->Hybrid loads under GTP (addendum H), built by construction: the
+// expert sizes are drawn from the divisors of what the dense sizes leave, so every case is a valid world and shrinks
+// toward 1.
 #include "properties/generators.h"
 
 namespace ih::props {
@@ -23,7 +24,8 @@ rc::Gen<ElectionCase> genElectionCase() {
       gen::set(&ElectionCase::cp, genElement<std::int64_t>({1, 2})),
       gen::set(&ElectionCase::dp, genElement<std::int64_t>({1, 2, 3})),
       gen::set(&ElectionCase::expert, gen::arbitrary<bool>()),
-      gen::set(&ElectionCase::source, genElement<std::string>({"caller", "globals", "caller_over_foreign_globals", "none"})),
+      gen::set(&ElectionCase::source,
+               genElement<std::string>({"caller", "globals", "caller_over_foreign_globals", "none"})),
       gen::set(&ElectionCase::rows, gen::inRange<std::int64_t>(1, 100)),
       gen::set(&ElectionCase::pad_alignment, genElement<std::int64_t>({16, 32})),
       gen::set(&ElectionCase::cols, gen::inRange<std::int64_t>(1, 4)));
@@ -62,16 +64,17 @@ rc::Gen<LoadCase> genSingleExpertLoadCase() {
     std::vector<std::int64_t> pps;
     for (std::int64_t pp : {1, 2, 4})
       if (layers % pp == 0) pps.push_back(pp);
-    return gen::map(gen::tuple(genTpSize(), genElement<std::int64_t>({1, 2}), genTpSize(), genElement(pps),
-                               genElement<std::int64_t>({1, 2}), gen::arbitrary<bool>()),
-                    [p](const auto& t) {
-                      LoadCase c;
-                      c.hybrid.pattern = p.pattern;
-                      c.hybrid.config.num_experts = 1, c.hybrid.config.gated_mlp = std::get<5>(t);
-                      c.hybrid.layout.tp = std::get<0>(t), c.hybrid.layout.etp = std::get<1>(t), c.hybrid.layout.pp = p.pp;
-                      c.gpt_layout.tp = std::get<2>(t), c.gpt_layout.pp = std::get<3>(t), c.gpt_layout.etp = std::get<4>(t);
-                      return c;
-                    });
+    return gen::map(
+        gen::tuple(genTpSize(), genElement<std::int64_t>({1, 2}), genTpSize(), genElement(pps),
+                   genElement<std::int64_t>({1, 2}), gen::arbitrary<bool>()),
+        [p](const auto& t) {
+          LoadCase c;
+          c.hybrid.pattern = p.pattern;
+          c.hybrid.config.num_experts = 1, c.hybrid.config.gated_mlp = std::get<5>(t);
+          c.hybrid.layout.tp = std::get<0>(t), c.hybrid.layout.etp = std::get<1>(t), c.hybrid.layout.pp = p.pp;
+          c.gpt_layout.tp = std::get<2>(t), c.gpt_layout.pp = std::get<3>(t), c.gpt_layout.etp = std::get<4>(t);
+          return c;
+        });
   });
 }
 

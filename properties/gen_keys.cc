@@ -43,7 +43,8 @@ FsdpCase make_fsdp_case(const PatternCase& p, std::int64_t h, std::size_t lead, 
   const std::string bare = layer_key(*maps.gpt_layer_of(h), sub);
   std::vector<std::string> captures;
   for (std::size_t d : depths)
-    if (std::find(captures.begin(), captures.end(), modules(d) + bare) == captures.end()) captures.push_back(modules(d) + bare);
+    if (std::find(captures.begin(), captures.end(), modules(d) + bare) == captures.end())
+      captures.push_back(modules(d) + bare);
   return FsdpCase{p.pattern, modules(lead) + layer_key(h, sub), checkpoint_keys_for(captures, bare, twice), captures};
 }
 
@@ -65,21 +66,23 @@ rc::Gen<FsdpCase> genFsdpCase() {
 rc::Gen<KeyRulesCase> genKeyRulesCase() {
   const auto prefix = genElement<std::string>({"", "optimizer.state.exp_avg.", "module.", "language_model."});
   const auto sub = genElement<std::string>({"self_attention.linear_qkv.weight", "mlp.linear_fc1.weight",
-                                             "mixer.in_proj.weight", "self_attention.linear_qkv._extra_state"});
+                                            "mixer.in_proj.weight", "self_attention.linear_qkv._extra_state"});
   return gen::mapcat(genHybridPattern(4, '-'), [prefix, sub](const PatternCase& p) {
     const auto n = static_cast<std::int64_t>(p.layers.size());
     const auto layer = gen::map(gen::tuple(prefix, gen::inRange<std::int64_t>(0, n), sub), [](const auto& t) {
       return std::get<0>(t) + layer_key(std::get<1>(t), std::get<2>(t));
     });
-    const auto other = gen::map(gen::pair(prefix, genElement<std::string>({"output_layer._extra_state", "output_layer.weight",
-                                                                           "decoder.final_norm.weight",
-                                                                           "embedding.word_embeddings.weight"})),
-                                [](const auto& t) { return t.first + t.second; });
+    const auto other = gen::map(
+        gen::pair(prefix, genElement<std::string>({"output_layer._extra_state", "output_layer.weight",
+                                                   "decoder.final_norm.weight", "embedding.word_embeddings.weight"})),
+        [](const auto& t) { return t.first + t.second; });
     const auto unknown = gen::map(gen::inRange<std::int64_t>(n, n + 3),
                                   [](std::int64_t h) { return layer_key(h, "mlp.linear_fc2.weight"); });
     const auto key = gen::weightedOneOf<std::string>({{6, layer}, {4, other}, {1, unknown}});
     return gen::map(gen::resize(12, gen::nonEmpty(gen::container<std::vector<std::string>>(key))),
-                    [p](std::vector<std::string> keys) { return KeyRulesCase{p.pattern, std::move(keys)}; });
+                    [p](std::vector<std::string> keys) {
+                      return KeyRulesCase{p.pattern, std::move(keys)};
+                    });
   });
 }
 

@@ -8,8 +8,8 @@ namespace {
 
 /// Small values most of the time (tiny D, rows < p*G), large ones up to production sizes.
 rc::Gen<std::int64_t> genDim(std::int64_t small, std::int64_t large) {
-  return gen::weightedOneOf<std::int64_t>({{3, gen::inRange<std::int64_t>(1, small + 1)},
-                                           {1, gen::inRange<std::int64_t>(1, large + 1)}});
+  return gen::weightedOneOf<std::int64_t>(
+      {{3, gen::inRange<std::int64_t>(1, small + 1)}, {1, gen::inRange<std::int64_t>(1, large + 1)}});
 }
 
 /// Divisors of d up to 64: the GTP sizes p = 0 accepts.
@@ -48,8 +48,8 @@ ModelConfig config_of(std::int64_t experts, bool gated, bool bias) {
 rc::Gen<std::int64_t> genTpSize() { return genElement<std::int64_t>({1, 2, 4}); }
 
 rc::Gen<std::int64_t> genGtpSize() {
-  return gen::weightedOneOf<std::int64_t>({{2, genElement<std::int64_t>({1, 2, 4, 8, 16, 32, 64})},
-                                           {1, gen::inRange<std::int64_t>(1, 65)}});
+  return gen::weightedOneOf<std::int64_t>(
+      {{2, genElement<std::int64_t>({1, 2, 4, 8, 16, 32, 64})}, {1, gen::inRange<std::int64_t>(1, 65)}});
 }
 
 rc::Gen<std::int64_t> genPadAlignment() { return genElement<std::int64_t>({0, 16, 32}); }
@@ -78,7 +78,8 @@ rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design) {
 }
 
 rc::Gen<GtpCrossCase> genGtpCross() {
-  const auto save = gen::mapcat(genElement<GtpSaveDesign>({GtpSaveDesign::shard_split, GtpSaveDesign::gather}), genGtpConfig);
+  const auto save =
+      gen::mapcat(genElement<GtpSaveDesign>({GtpSaveDesign::shard_split, GtpSaveDesign::gather}), genGtpConfig);
   return gen::mapcat(save, [](const GtpCase& c) {
     return gen::mapcat(genPadAlignment(), [c](std::int64_t p) {
       return gen::map(genGtpFor(rows_of(c), p), [c, p](std::int64_t g) { return GtpCrossCase{c, g, p}; });
@@ -87,12 +88,14 @@ rc::Gen<GtpCrossCase> genGtpCross() {
 }
 
 rc::Gen<ModelCase> genModelCase() {
-  const auto config = gen::map(gen::tuple(genElement<std::int64_t>({0, 0, 2, 4}), gen::arbitrary<bool>(), gen::arbitrary<bool>()),
-                               [](const auto& t) { return config_of(std::get<0>(t), std::get<1>(t), std::get<2>(t)); });
+  const auto config =
+      gen::map(gen::tuple(genElement<std::int64_t>({0, 0, 2, 4}), gen::arbitrary<bool>(), gen::arbitrary<bool>()),
+               [](const auto& t) { return config_of(std::get<0>(t), std::get<1>(t), std::get<2>(t)); });
   return gen::mapcat(config, [](const ModelConfig& c) {
     return gen::mapcat(genHybridPattern(3, c.num_experts > 0 ? 'E' : '-'), [c](const PatternCase& p) {
-      return gen::map(genRankSizes(c.num_experts > 0, p.pp),
-                      [c, p](const RankLayout& l) { return ModelCase{p.pattern, c, l}; });
+      return gen::map(genRankSizes(c.num_experts > 0, p.pp), [c, p](const RankLayout& l) {
+        return ModelCase{p.pattern, c, l};
+      });
     });
   });
 }
@@ -104,10 +107,11 @@ rc::Gen<LoadCase> genLoadCase() {
     std::vector<std::int64_t> pps;
     for (std::int64_t pp : {1, 2, 4})
       if (layers % pp == 0) pps.push_back(pp);
-    return gen::map(gen::mapcat(genElement(pps), [moe = m.config.num_experts > 0](std::int64_t pp) {
-                      return genRankSizes(moe, pp);
-                    }),
-                    [m](const RankLayout& a) { return LoadCase{m, a}; });
+    return gen::map(gen::mapcat(genElement(pps),
+                                [moe = m.config.num_experts > 0](std::int64_t pp) { return genRankSizes(moe, pp); }),
+                    [m](const RankLayout& a) {
+                      return LoadCase{m, a};
+                    });
   });
 }
 

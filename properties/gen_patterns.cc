@@ -32,7 +32,9 @@ std::string with_pipes(const std::string& layers, std::vector<std::size_t> cuts)
 rc::Gen<PatternCase> genPiped(std::string layers, std::int64_t pp, std::int64_t vpp) {
   const std::size_t cuts = static_cast<std::size_t>(pp * vpp - 1);
   return gen::map(gen::container<std::vector<std::size_t>>(cuts, gen::inRange<std::size_t>(0, layers.size() + 1)),
-                  [layers, pp](std::vector<std::size_t> at) { return PatternCase{layers, with_pipes(layers, at), pp}; });
+                  [layers, pp](std::vector<std::size_t> at) {
+                    return PatternCase{layers, with_pipes(layers, at), pp};
+                  });
 }
 
 std::string insert_at(std::string text, std::size_t pos, const std::string& what) {
@@ -46,7 +48,8 @@ rc::Gen<NearValidCase> genInsertion(const std::string& base, const std::string& 
 }
 
 rc::Gen<std::string> genMtpPart() {
-  return gen::map(gen::nonEmpty(gen::container<std::string>(genElement<char>({'M', '*', '-'}))), [](std::string s) { return s; });
+  return gen::map(gen::nonEmpty(gen::container<std::string>(genElement<char>({'M', '*', '-'}))),
+                  [](std::string s) { return s; });
 }
 
 rc::Gen<NearValidCase> genMutation(const PatternCase& v) {
@@ -57,30 +60,39 @@ rc::Gen<NearValidCase> genMutation(const PatternCase& v) {
                    ErrorKind::mixed_mlp_kinds),
       gen::mapcat(genElement<std::string>({"*", std::string(1, other == 'E' ? '-' : 'E')}),
                   [p](std::string extra) {
-                    return genInsertion(p, extra, "unbalanced: one extra '" + extra + "'", ErrorKind::unbalanced_attention_mlp);
+                    return genInsertion(p, extra, "unbalanced: one extra '" + extra + "'",
+                                        ErrorKind::unbalanced_attention_mlp);
                   }),
-      gen::map(gen::inRange<std::size_t>(1, 5), [](std::size_t n) {
-        return NearValidCase{std::string(n, 'M'), "unbalanced: Mamba only", ErrorKind::unbalanced_attention_mlp};
-      }),
-      gen::map(gen::pair(genMtpPart(), gen::inRange(1, 3)), [p](std::pair<std::string, int> m) {
-        std::string text = p;
-        for (int i = 0; i < m.second; ++i) text += "/" + m.first;
-        return NearValidCase{text, "MTP depth " + std::to_string(m.second), ErrorKind::mtp_present};
-      }),
+      gen::map(
+          gen::inRange<std::size_t>(1, 5),
+          [](std::size_t n) {
+            return NearValidCase{std::string(n, 'M'), "unbalanced: Mamba only", ErrorKind::unbalanced_attention_mlp};
+          }),
+      gen::map(gen::pair(genMtpPart(), gen::inRange(1, 3)),
+               [p](std::pair<std::string, int> m) {
+                 std::string text = p;
+                 for (int i = 0; i < m.second; ++i) text += "/" + m.first;
+                 return NearValidCase{text, "MTP depth " + std::to_string(m.second), ErrorKind::mtp_present};
+               }),
       genInsertion(p, "G", "untranslatable: a 'G' layer", ErrorKind::untranslatable_layer_types),
-      gen::map(genElement<std::string>({"", "|", "||", "/", "|/", "//"}), [](std::string e) {
-        return NearValidCase{e, "empty main pattern", ErrorKind::empty_pattern};
-      }),
-      gen::mapcat(genElement<std::string>({"D", "+"}), [p](std::string s) {
-        return genInsertion(p, s, "'" + s + "' next to attention", ErrorKind::attention_with_mla_dsa);
-      }),
-      gen::mapcat(genElement<std::string>({"X", "a", ".", " "}), [p](std::string s) {
-        return genInsertion(p, s, "invalid symbol '" + s + "' in main", ErrorKind::invalid_symbol);
-      }),
-      gen::map(gen::pair(genMtpPart(), genElement<char>({'M', 'a', 'X'})), [p](std::pair<std::string, char> m) {
-        return NearValidCase{p + "/" + m.first + "/" + m.first + m.second, "MTP parts differ (second has '" +
-                             std::string(1, m.second) + "' appended)", ErrorKind::mtp_not_identical};
-      }),
+      gen::map(genElement<std::string>({"", "|", "||", "/", "|/", "//"}),
+               [](std::string e) {
+                 return NearValidCase{e, "empty main pattern", ErrorKind::empty_pattern};
+               }),
+      gen::mapcat(genElement<std::string>({"D", "+"}),
+                  [p](std::string s) {
+                    return genInsertion(p, s, "'" + s + "' next to attention", ErrorKind::attention_with_mla_dsa);
+                  }),
+      gen::mapcat(genElement<std::string>({"X", "a", ".", " "}),
+                  [p](std::string s) {
+                    return genInsertion(p, s, "invalid symbol '" + s + "' in main", ErrorKind::invalid_symbol);
+                  }),
+      gen::map(gen::pair(genMtpPart(), genElement<char>({'M', 'a', 'X'})),
+               [p](std::pair<std::string, char> m) {
+                 return NearValidCase{p + "/" + m.first + "/" + m.first + m.second,
+                                      "MTP parts differ (second has '" + std::string(1, m.second) + "' appended)",
+                                      ErrorKind::mtp_not_identical};
+               }),
       gen::map(genMtpPart(), [p](std::string m) {
         return NearValidCase{p + "/" + m + "a/" + m + "a", "invalid symbol 'a' in identical MTP parts",
                              ErrorKind::invalid_symbol};
@@ -102,12 +114,11 @@ rc::Gen<PatternCase> genHybridPattern(int max_blocks, char mlp) {
 }
 
 rc::Gen<PatternCase> genAnyHybridPattern(int max_blocks) {
-  return gen::mapcat(genElement<char>({'-', 'E'}), [max_blocks](char mlp) { return genHybridPattern(max_blocks, mlp); });
+  return gen::mapcat(genElement<char>({'-', 'E'}),
+                     [max_blocks](char mlp) { return genHybridPattern(max_blocks, mlp); });
 }
 
-rc::Gen<NearValidCase> genNearValidPattern() {
-  return gen::mapcat(genAnyHybridPattern(6), genMutation);
-}
+rc::Gen<NearValidCase> genNearValidPattern() { return gen::mapcat(genAnyHybridPattern(6), genMutation); }
 
 rc::Gen<SegmentCase> genSegmentCase() {
   const auto segment = gen::container<std::string>(genElement<char>({'M', '*', '-', 'E'}));
@@ -115,7 +126,9 @@ rc::Gen<SegmentCase> genSegmentCase() {
                      [segment](std::pair<std::int64_t, std::int64_t> sizes) {
                        const auto n = static_cast<std::size_t>(sizes.first * sizes.second);
                        return gen::map(gen::container<std::vector<std::string>>(n, gen::resize(4, segment)),
-                                       [pp = sizes.first](std::vector<std::string> s) { return SegmentCase{s, pp}; });
+                                       [pp = sizes.first](std::vector<std::string> s) {
+                                         return SegmentCase{s, pp};
+                                       });
                      });
 }
 

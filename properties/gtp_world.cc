@@ -19,7 +19,9 @@ class SeamBuilder : public FactoryBuilder {
     p.key = key, p.shard = data, p.replica_id = replica_id;
     return impl_->gtp_pieces(design_, p);
   }
-  Result<TensorValue> merge(const StateNode& loaded) const override { return impl_->gtp_merge(design_, params_, loaded); }
+  Result<TensorValue> merge(const StateNode& loaded) const override {
+    return impl_->gtp_merge(design_, params_, loaded);
+  }
 
  private:
   Implementation* impl_;
@@ -60,7 +62,8 @@ Result<std::vector<RankBuild>> build_all(Implementation& impl, const GtpCase& c)
     for (std::int64_t g = 0; g < c.gtp; ++g) {
       IH_TRY_ASSIGN(params, rank_params(c, t, g));
       auto built = impl.gtp_pieces(c.design, params);
-      if (!built.ok()) return built.error().with_context("build of rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")");
+      if (!built.ok())
+        return built.error().with_context("build of rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")");
       RankBuild rank{t, g, params, *built, {}};
       if (built->is_list())
         for (const StateNode& n : built->list())
@@ -74,7 +77,8 @@ std::vector<RowBlock> canonical(const TensorValue& t) {
   std::vector<RowBlock> out;
   for (const RowBlock& b : t.blocks) {
     if (b.rows == 0) continue;
-    if (!out.empty() && out.back().storage == b.storage && (b.is_zero() || out.back().first_row + out.back().rows == b.first_row))
+    if (!out.empty() && out.back().storage == b.storage &&
+        (b.is_zero() || out.back().first_row + out.back().rows == b.first_row))
       out.back().rows += b.rows;
     else
       out.push_back(b);
@@ -92,7 +96,8 @@ std::string show_tensor(const TensorValue& t) {
 
 ShardedTensorFactory seam_factory(Implementation& impl, GtpSaveDesign design, const GtpFactoryParams& params) {
   std::optional<TensorValue> data = params.shard;
-  return ShardedTensorFactory{params.key, data, params.replica_id, std::make_shared<SeamBuilder>(impl, design, params), {}};
+  return ShardedTensorFactory{
+      params.key, data, params.replica_id, std::make_shared<SeamBuilder>(impl, design, params), {}};
 }
 
 }  // namespace ih::props

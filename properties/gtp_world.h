@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "seam/implementation.h"
 #include "properties/cases.h"
+#include "seam/implementation.h"
 
 namespace ih::props {
 

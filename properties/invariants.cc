@@ -18,9 +18,12 @@ GptCompatLayerMaps expected_maps(std::string_view layers) {
   GptCompatLayerMaps m;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const auto h = static_cast<std::int64_t>(i);
-    if (layers[i] == '*') m.attention_to_gpt.push_back({h, static_cast<std::int64_t>(m.attention_to_gpt.size())});
-    else if (layers[i] == 'M') m.fresh_init.push_back(h);
-    else m.mlp_to_gpt.push_back({h, static_cast<std::int64_t>(m.mlp_to_gpt.size())});
+    if (layers[i] == '*')
+      m.attention_to_gpt.push_back({h, static_cast<std::int64_t>(m.attention_to_gpt.size())});
+    else if (layers[i] == 'M')
+      m.fresh_init.push_back(h);
+    else
+      m.mlp_to_gpt.push_back({h, static_cast<std::int64_t>(m.mlp_to_gpt.size())});
   }
   m.num_gpt_layers = static_cast<std::int64_t>(m.attention_to_gpt.size());
   return m;
@@ -38,7 +41,8 @@ Broken maps_invariant_under_separators(Implementation& impl, std::string_view pa
   const std::string p(pattern), l(layers);
   for (const std::string& variant : {l, p + "/", p + "//", l + "/"}) {
     const auto other = impl.layer_maps(std::string_view(variant));
-    const bool same = piped.ok() ? other.ok() && *piped == *other : !other.ok() && other.error().kind == piped.error().kind;
+    const bool same =
+        piped.ok() ? other.ok() && *piped == *other : !other.ok() && other.error().kind == piped.error().kind;
     if (!same) return "maps('" + p + "') = " + describe(piped) + " but maps('" + variant + "') = " + describe(other);
   }
   return "";

@@ -18,8 +18,8 @@ std::string show_entry(const FlatEntry& e) {
   const std::string* key = sharded_key(e.entry);
   std::string out = e.path + (key ? " (key " + *key + ")" : std::string(" (not sharded)"));
   if (const auto* t = std::get_if<ShardedTensor>(&e.entry))
-    out += " global (" + join_ints(t->global_shape, ",") + ") offset (" + join_ints(t->global_offset, ",") + ") local (" +
-           join_ints(t->local_shape, ",") + ") prepend " + std::to_string(t->prepend_axis_num);
+    out += " global (" + join_ints(t->global_shape, ",") + ") offset (" + join_ints(t->global_offset, ",") +
+           ") local (" + join_ints(t->local_shape, ",") + ") prepend " + std::to_string(t->prepend_axis_num);
   if (const auto* o = std::get_if<ShardedObject>(&e.entry))
     out += " global (" + join_ints(o->global_shape, ",") + ") offset (" + join_ints(o->global_offset, ",") + ")";
   return out;
@@ -46,7 +46,8 @@ bool only_model_keys(const std::vector<FlatEntry>& entries) {
 
 Broken retarget_keeps_paths(const std::vector<FlatEntry>& before, const std::vector<FlatEntry>& after) {
   if (before.size() != after.size())
-    return "retargeting changed the entry count: " + std::to_string(before.size()) + " -> " + std::to_string(after.size());
+    return "retargeting changed the entry count: " + std::to_string(before.size()) + " -> " +
+           std::to_string(after.size());
   for (std::size_t i = 0; i < before.size(); ++i)
     if (before[i].path != after[i].path) return "path " + before[i].path + " became " + after[i].path;
   return "";
@@ -62,8 +63,9 @@ Broken retarget_no_index_fresh_local(const std::vector<FlatEntry>& before, const
       return "still carries a hybrid index: " + show_entry(after[i]);
     const auto match = find_decoder_layer(*was);
     const bool fresh = match && match->index && maps.is_fresh(*match->index);
-    const bool omitted = was->size() >= kOmittedLocalKeySuffix.size() &&
-                         std::string_view(*was).substr(was->size() - kOmittedLocalKeySuffix.size()) == kOmittedLocalKeySuffix;
+    const bool omitted =
+        was->size() >= kOmittedLocalKeySuffix.size() &&
+        std::string_view(*was).substr(was->size() - kOmittedLocalKeySuffix.size()) == kOmittedLocalKeySuffix;
     if ((fresh || omitted) && is_sharded_base(after[i].entry))
       return "entry " + before[i].path + " should be local, is still sharded: " + show_entry(after[i]);
   }
@@ -84,7 +86,8 @@ Broken retarget_idempotent(const std::vector<FlatEntry>& before, const std::vect
 Broken fsdp_prefix_recovery(Implementation& impl, std::string_view pattern, std::string_view key,
                             const std::vector<std::string>& checkpoint_keys, const std::vector<std::string>& captures) {
   const auto plain = impl.fsdp_key(pattern, key, std::nullopt);
-  if (!plain.ok() || !*plain) return "fsdp_key('" + std::string(key) + "') without checkpoint keys failed or dropped the key";
+  if (!plain.ok() || !*plain)
+    return "fsdp_key('" + std::string(key) + "') without checkpoint keys failed or dropped the key";
   const auto got = impl.fsdp_key(pattern, key, checkpoint_keys);
   const std::string want = captures.size() == 1 ? captures[0] : **plain;
   if (got.ok() && *got && **got == want) return "";

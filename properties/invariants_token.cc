@@ -1,7 +1,6 @@
 // Repro-token invariants (invariants.h). One translation unit per surface, so a fuzz target links only its own.
 #include "properties/invariants.h"
 
-
 namespace ih::invariants {
 
 Broken repro_token_round_trip(std::string_view text) {

@@ -4,15 +4,14 @@
 
 #include <vector>
 
-#include "properties/property.h"
 #include "models/synthetic_model.h"
+#include "properties/property.h"
 
 namespace ih::props {
 
 /// {"mixer": {"in_proj.weight": factory, ["A_log": ST]}, ["local": LNP, "iteration": 7]}; the
 /// neighbours (bracketed) make the orderings of spec 3.8 differ. Only rank 0 writes A_log.
 StateNode gtp_rank_tree(const ShardedTensorFactory& in_proj, std::int64_t rank, bool with_neighbours);
-
 
 /// GPT saved at layout A, hybrid loading at layout B (props_hybrid_load.cc).
 Property gpt_to_hybrid_load_property();

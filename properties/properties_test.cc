@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "seam/reference_implementation.h"
 #include "properties/suite.h"
+#include "seam/reference_implementation.h"
 #include "seam/repro_token.h"
 
 namespace ih::props {
@@ -27,8 +27,8 @@ TEST_P(PropertySuite, HoldsOnTheReference) {
   const PropertyRun o = property.run(reference, params);
   ReproToken token{property_check_name(property.name), {}};
   add_case_options(token, params, o);
-  EXPECT_EQ(o.outcome, ih::Outcome::passed) << o.description << "\ncase: " << o.counterexample
-                                            << "\ninterop-harness repro " << to_string(token);
+  EXPECT_EQ(o.outcome, ih::Outcome::passed)
+      << o.description << "\ncase: " << o.counterexample << "\ninterop-harness repro " << to_string(token);
   EXPECT_GT(o.cases, 0);
 }
 
@@ -46,8 +46,7 @@ std::vector<std::string> names() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, PropertySuite, ::testing::ValuesIn(names()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(All, PropertySuite, ::testing::ValuesIn(names()), [](const auto& info) { return info.param; });
 
 TEST(PropertyTokens, StaleAndForeignTokensAreErrors) {
   EXPECT_TRUE(property_of(ReproToken{"property/gtp_pieces_tile_chunks", {}}).ok());
@@ -58,7 +57,8 @@ TEST(PropertyTokens, StaleAndForeignTokensAreErrors) {
 TEST(PropertyTokens, ASpecTokenReplaysItsFixtureAndAnUnknownFixtureIsAnError) {
   ReferenceImplementation reference;
   const Property& property = **property_of(ReproToken{"property/gtp_pieces_tile_chunks", {}});
-  const Replay holds = replay(reference, property, ReproToken{"property/gtp_pieces_tile_chunks", {{"spec", "review_tp2"}}});
+  const Replay holds =
+      replay(reference, property, ReproToken{"property/gtp_pieces_tile_chunks", {{"spec", "review_tp2"}}});
   EXPECT_EQ(holds.outcome, ih::Outcome::passed) << holds.verdict;
   const Replay stale = replay(reference, property, ReproToken{"property/gtp_pieces_tile_chunks", {{"spec", "nope"}}});
   EXPECT_EQ(stale.outcome, ih::Outcome::harness_error);

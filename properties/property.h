@@ -39,11 +39,11 @@ struct PropertyRun {
   /// (the target or RapidCheck gave no verdict: a bad reproduce string is one).
   Outcome outcome = Outcome::passed;
   double seconds = 0;
-  std::string description;    // the failure message, or why there is no verdict
-  std::string counterexample; // the minimal case, printed
-  std::string reproduce;      // RapidCheck's reproduce string for the failure
-  int shrink_steps = 0;       // length of the shrink path
-  std::string last_case;      // the last case run, printed (on a replay: the regenerated case)
+  std::string description;                // the failure message, or why there is no verdict
+  std::string counterexample;             // the minimal case, printed
+  std::string reproduce;                  // RapidCheck's reproduce string for the failure
+  int shrink_steps = 0;                   // length of the shrink path
+  std::string last_case;                  // the last case run, printed (on a replay: the regenerated case)
   std::optional<GtpCase> failing_layout;  // the minimal failing case's in_proj layout, for a picture
 };
 
@@ -68,9 +68,12 @@ std::string& last_case();
 std::optional<GtpCase>& last_failing_layout();
 template <class Case>
 std::optional<GtpCase> layout_of(const Case& c) {
-  if constexpr (std::is_same_v<Case, GtpCase>) return c;
-  else if constexpr (std::is_same_v<Case, GtpCrossCase>) return c.save;
-  else return std::nullopt;
+  if constexpr (std::is_same_v<Case, GtpCase>)
+    return c;
+  else if constexpr (std::is_same_v<Case, GtpCrossCase>)
+    return c.save;
+  else
+    return std::nullopt;
 }
 /// Runs a RapidCheck property body with `params`, collecting the result into an Outcome.
 PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params);
@@ -89,20 +92,22 @@ std::string show(const Case& c) {
 /// Wraps `check` and `gen` into a Property. A case whose verdict is non-empty fails with it.
 template <class Case>
 Property make_property(std::string name, std::string group, std::string description, rc::Gen<Case> gen,
-                       Verdict (*check)(Implementation&, const Case&),
-                       std::map<std::string, Case> fixtures = {}) {
+                       Verdict (*check)(Implementation&, const Case&), std::map<std::string, Case> fixtures = {}) {
   Property p{name, std::move(group), std::move(description), {}, {}};
   p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
     RecordingImplementation recorded(impl);
     detail::last_failing_layout().reset();
-    PropertyRun run = detail::run_rapidcheck(name, [&] {
-      const Case c = *gen;
-      detail::last_case() = detail::show(c);
-      const Verdict v = check(recorded, c);
-      if (v.empty()) return;
-      detail::last_failing_layout() = detail::layout_of(c);
-      RC_FAIL(v);
-    }, params);
+    PropertyRun run = detail::run_rapidcheck(
+        name,
+        [&] {
+          const Case c = *gen;
+          detail::last_case() = detail::show(c);
+          const Verdict v = check(recorded, c);
+          if (v.empty()) return;
+          detail::last_failing_layout() = detail::layout_of(c);
+          RC_FAIL(v);
+        },
+        params);
     if (run.outcome == Outcome::failed) run.failing_layout = detail::last_failing_layout();
     return detail::typed(std::move(run), recorded);
   };
@@ -115,8 +120,8 @@ Property make_property(std::string name, std::string group, std::string descript
 
 /// In a Verdict-returning function: binds `var` to the value of a Result, or returns the error as
 /// the verdict (an implementation error where success was expected is a failure).
-#define IH_VERDICT_ASSIGN(var, expr)                                                                   \
-  auto var##_verdict_ = (expr);                                                                         \
-  if (!var##_verdict_.ok())                                                                             \
+#define IH_VERDICT_ASSIGN(var, expr)                                                                          \
+  auto var##_verdict_ = (expr);                                                                               \
+  if (!var##_verdict_.ok())                                                                                   \
     return std::string(::ih::to_string(var##_verdict_.error().kind)) + ": " + var##_verdict_.error().message; \
   auto var = std::move(var##_verdict_).value()

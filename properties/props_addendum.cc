@@ -16,7 +16,9 @@
 namespace ih::props {
 namespace {
 
-std::string at(std::int64_t t, std::int64_t g) { return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")"; }
+std::string at(std::int64_t t, std::int64_t g) {
+  return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")";
+}
 
 // --- A: writer election -------------------------------------------------------------------------
 
@@ -55,14 +57,17 @@ Verdict writer_election(Implementation& impl, const ElectionCase& c) {
     IH_VERDICT_ASSIGN(params, election_params(c, world, foreign, r));
     auto entry = impl.gtp_param_entry(params);
     if (c.source == "none") {
-      if (entry.ok()) return "rank " + std::to_string(r) + ": elected replica " + entry->replica_id.to_string() +
-                             " with no stamped group and no parallel_state (Megatron raises)";
+      if (entry.ok())
+        return "rank " + std::to_string(r) + ": elected replica " + entry->replica_id.to_string() +
+               " with no stamped group and no parallel_state (Megatron raises)";
       if (entry.error().kind != ErrorKind::gtp_replica_group_unknown)
         return "rank " + std::to_string(r) + ": " + std::string(to_string(entry.error().kind)) + ": " +
                entry.error().message + " (expected gtp_replica_group_unknown)";
       continue;
     }
-    if (!entry.ok()) return "rank " + std::to_string(r) + ": " + std::string(to_string(entry.error().kind)) + ": " + entry.error().message;
+    if (!entry.ok())
+      return "rank " + std::to_string(r) + ": " + std::string(to_string(entry.error().kind)) + ": " +
+             entry.error().message;
     metadata.tensors.push_back({r, entry->without_data()});
   }
   if (c.source == "none") return "";
@@ -116,7 +121,8 @@ Verdict dcp_plan_checks(Implementation& impl, const GtpCase& c) {
   if (expect_fill && !has_error(hole, key, "invalid fill"))
     return "DCP misses the hole of dropped piece " + std::to_string(victim) + " (" + key + ")";
   if (!expect_fill && mentions_key(hole, key))
-    return "DCP reports " + hole.front() + " although " + (world == 1 ? "one rank plans (no fill check)" : "the key is gone");
+    return "DCP reports " + hole.front() + " although " +
+           (world == 1 ? "one rank plans (no fill check)" : "the key is gone");
 
   // A planted overlapping chunk (one row down) is an overlap; an exact duplicate is de-duplicated.
   const RankedTensor& base = dropped_piece;
@@ -131,7 +137,8 @@ Verdict dcp_plan_checks(Implementation& impl, const GtpCase& c) {
     shifted.global_offset[0] += 1, shifted.local_shape[0] -= 1;
     overlapping.tensors.push_back({(base.rank + 1) % world, shifted});
     IH_VERDICT_ASSIGN(over, dcp_errors(impl, overlapping));
-    if (!has_error(over, key, "has overlapping chunks")) return "DCP misses a chunk overlapping piece " + std::to_string(victim) + " (" + key + ")";
+    if (!has_error(over, key, "has overlapping chunks"))
+      return "DCP misses a chunk overlapping piece " + std::to_string(victim) + " (" + key + ")";
   }
   return "";
 }
@@ -228,7 +235,8 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
       if (!result.ok())
         return at(t, g) + ": " + std::string(to_string(result.error().kind)) + ": " + result.error().message +
                (stored != requested ? " (allow_shape_mismatch: Megatron zero-fills, never refuses)" : "");
-      const auto* got = result->find(std::string("w")) ? result->find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
+      const auto* got =
+          result->find(std::string("w")) ? result->find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
       std::vector<TensorValue> rows{TensorValue::zeros({0, load.cols}, load.dtype)};
       const std::int64_t begin = request.global_offset[request.prepend_axis_num];
       for (std::int64_t x = begin; x < begin + request.local_shape[0]; ++x) {
@@ -238,7 +246,8 @@ Verdict shape_mismatch_load(Implementation& impl, const GtpCrossCase& c) {
       IH_VERDICT_ASSIGN(want, TensorValue::concat_rows(rows));
       if (!got || got->shape != want.shape || canonical(*got) != canonical(want))
         return at(t, g) + ": loaded " + (got ? show_tensor(*got) : std::string("no tensor")) + ", expected " +
-               show_tensor(want) + " (stored rows " + std::to_string(stored) + ", requested " + std::to_string(requested) + ")";
+               show_tensor(want) + " (stored rows " + std::to_string(stored) + ", requested " +
+               std::to_string(requested) + ")";
     }
   return "";
 }
@@ -270,15 +279,17 @@ Verdict gather_saved_cross_load(Implementation& impl, const GtpCrossCase& c) {
                                                params.shard->shape, load.dtype);
         const StateNode request(StateDict{{std::string("w"), StateNode(seam_factory(impl, design, params))}});
         IH_VERDICT_ASSIGN(result, impl.load_state(checkpoint, request, LoadOrder::serialization_load));
-        const auto* got = result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
+        const auto* got =
+            result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
         const std::int64_t begin = g * pad.shard_rows, real = pad.real_rows(g);
         const auto gathered = TensorValue::of_storage((std::uint64_t{1} << 32) + static_cast<std::uint64_t>(t),
                                                       {saved_pad.rows, save.cols}, save.dtype);
-        IH_VERDICT_ASSIGN(want, TensorValue::concat_rows({gathered.row_view(begin, begin + real),
-                                                          TensorValue::zeros({pad.shard_rows - real, save.cols}, save.dtype)}));
+        IH_VERDICT_ASSIGN(
+            want, TensorValue::concat_rows({gathered.row_view(begin, begin + real),
+                                            TensorValue::zeros({pad.shard_rows - real, save.cols}, save.dtype)}));
         if (!got || got->shape != want.shape || got->dtype != want.dtype || canonical(*got) != canonical(want))
-          return to_string(design) + " load " + at(t, g) + " got " + (got ? show_tensor(*got) : std::string("no tensor")) +
-                 ", expected " + show_tensor(want);
+          return to_string(design) + " load " + at(t, g) + " got " +
+                 (got ? show_tensor(*got) : std::string("no tensor")) + ", expected " + show_tensor(want);
       }
   }
   return "";
@@ -309,7 +320,9 @@ Verdict strict_unexpected_key(Implementation& impl, const GtpCase& c) {
     extra.data = TensorValue::of_storage((std::uint64_t{1} << 49) + r, extra.local_shape, extra.dtype);
     const StateNode request(StateDict{{std::string("w"), StateNode(want)}, {std::string("extra"), StateNode(extra)}});
     auto strict = impl.load_state(checkpoint, request, LoadOrder::serialization_load);
-    if (strict.ok()) return "rank " + std::to_string(r) + ": a request for " + extra.key + ", which the checkpoint lacks, loaded without error";
+    if (strict.ok())
+      return "rank " + std::to_string(r) + ": a request for " + extra.key +
+             ", which the checkpoint lacks, loaded without error";
     if (strict.error().kind == ErrorKind::unsupported) return std::string("unsupported: ") + strict.error().message;
     IH_VERDICT_ASSIGN(adjusted, apply_strict_handling(checkpoint, request, StrictHandling::log_unexpected));
     if (adjusted.unexpected != std::set<std::string>{extra.key} || adjusted.request.find(std::string("extra")))
@@ -339,14 +352,16 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
   IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
   std::vector<StateNode> saved;
   for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
-    IH_VERDICT_ASSIGN(tree, gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
+    IH_VERDICT_ASSIGN(tree,
+                      gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
     saved.push_back(std::move(tree));
   }
   IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
   const ModelConfig& m = c.hybrid.config;
   IH_VERDICT_ASSIGN(rows, synthetic_in_proj_rows(m, c.hybrid.layout.tp));
   IH_VERDICT_ASSIGN(padding, gtp_weight_padding(rows, c.hybrid.layout.gtp, m.pad_alignment));
-  const bool shard_split = c.hybrid.layout.gtp > 1 && m.ssm_mixer == "gdp" && m.gdp_design == GtpSaveDesign::shard_split;
+  const bool shard_split =
+      c.hybrid.layout.gtp > 1 && m.ssm_mixer == "gdp" && m.gdp_design == GtpSaveDesign::shard_split;
   for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
     const std::string where = "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) +
                               " g" + std::to_string(rank.gtp_rank) + ": ";
@@ -367,7 +382,8 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
         return where + before[i].path + ": a fresh in_proj factory must become LNP(factory.data)";
       if (shard_split && factory->data->shape != Shape{padding.shard_rows, m.hidden})
         return where + before[i].path + ": shard split keeps the (R, C) = (" + std::to_string(padding.shard_rows) +
-               ", " + std::to_string(m.hidden) + ") parameter shard as the fresh value, got " + show_tensor(*factory->data);
+               ", " + std::to_string(m.hidden) + ") parameter shard as the fresh value, got " +
+               show_tensor(*factory->data);
       fresh[before[i].path] = *factory->data;
     }
     IH_VERDICT_ASSIGN(request, unflatten(after));
@@ -398,13 +414,15 @@ Verdict single_expert_keys(Implementation& impl, const LoadCase& c) {
   IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
   std::vector<StateNode> saved;
   for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
-    IH_VERDICT_ASSIGN(tree, gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
+    IH_VERDICT_ASSIGN(tree,
+                      gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
     saved.push_back(std::move(tree));
   }
   IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
   std::int64_t ambiguous = 0;
   for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
-    IH_VERDICT_ASSIGN(tree, hybrid_sharded_state_dict(c.hybrid.config, c.hybrid.pattern, rank, OptimizerStates::adam()));
+    IH_VERDICT_ASSIGN(tree,
+                      hybrid_sharded_state_dict(c.hybrid.config, c.hybrid.pattern, rank, OptimizerStates::adam()));
     IH_VERDICT_ASSIGN(after, impl.retarget(c.hybrid.pattern, flatten(tree)));
     IH_VERDICT_ASSIGN(request, unflatten(after));
     IH_VERDICT_ASSIGN(pre, load_preprocess(request));
@@ -424,15 +442,17 @@ Verdict single_expert_keys(Implementation& impl, const LoadCase& c) {
         return;
       }
       // The GPT-side key of the same shard: the layer axis, then the expert axis of size 1.
-      const std::string gpt_key = o->key + "/shard_" + std::to_string(o->global_offset[0]) + ".0_" +
-                                  std::to_string(o->global_shape[0]) + ".1";
+      const std::string gpt_key =
+          o->key + "/shard_" + std::to_string(o->global_offset[0]) + ".0_" + std::to_string(o->global_shape[0]) + ".1";
       if (stored || o->global_shape.size() != 1 || !checkpoint.objects.count(gpt_key))
-        out = path + ": expert object " + o->unique_key() + (stored ? " was found" : " has no GPT-side twin " + gpt_key) +
+        out = path + ": expert object " + o->unique_key() +
+              (stored ? " was found" : " has no GPT-side twin " + gpt_key) +
               "; with E = 1 Megatron replaces the (1,)/(0,) expert shape like a placeholder and asks for shard_<l>_<L>";
       else
         ++ambiguous;
     });
-    if (!out.empty()) return "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) + ": " + out;
+    if (!out.empty())
+      return "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) + ": " + out;
   }
   return ambiguous > 0 ? "" : "no expert object met the E = 1 key-shape ambiguity";
 }
@@ -455,35 +475,48 @@ std::vector<Property> addendum_properties() {
   LoadCase mamba_gtp = gdp_gtp;
   mamba_gtp.hybrid.config.ssm_mixer = "mamba";
   return {
-      make_property<LoadCase>("gpt_to_hybrid_under_gtp", "load",
-                              "GPT->Hybrid with GDP/Mamba mixers under GTP: fresh in_proj factories become LNP(factory.data), the (R, C) shard in the shard split, and load back (4.11, addendum H)",
-                              genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
-                              {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
-      make_property<GtpCrossCase>("gather_saved_cross_load", "load",
-                                  "a gather-saved in_proj loaded at another G and padding by the shard split and by the gather merge: real rows exact, pad rows zero (4.7.6, addendum F)",
-                                  genGtpCross(), gather_saved_cross_load,
-                                  {{"review_g2_to_g4_p32", GtpCrossCase{review, 4, 32}}, {"tp2_g2_to_g1", GtpCrossCase{review, 1, 0}}}),
+      make_property<LoadCase>(
+          "gpt_to_hybrid_under_gtp", "load",
+          "GPT->Hybrid with GDP/Mamba mixers under GTP: fresh in_proj factories become LNP(factory.data), the (R, C) "
+          "shard in the shard split, and load back (4.11, addendum H)",
+          genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
+          {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
+      make_property<GtpCrossCase>(
+          "gather_saved_cross_load", "load",
+          "a gather-saved in_proj loaded at another G and padding by the shard split and by the gather merge: real "
+          "rows exact, pad rows zero (4.7.6, addendum F)",
+          genGtpCross(), gather_saved_cross_load,
+          {{"review_g2_to_g4_p32", GtpCrossCase{review, 4, 32}}, {"tp2_g2_to_g1", GtpCrossCase{review, 1, 0}}}),
       make_property<GtpCase>("strict_unexpected_key", "load",
-                             "default strictness: a requested key the checkpoint lacks fails the load; removed as the other modes do, the rest loads exactly (addendum C)",
+                             "default strictness: a requested key the checkpoint lacks fails the load; removed as the "
+                             "other modes do, the rest loads exactly (addendum C)",
                              genGtpConfig(GtpSaveDesign::shard_split), strict_unexpected_key, {{"review_tp2", review}}),
       make_property<LoadCase>("moe_single_expert_keys", "load",
-                              "GPT->Hybrid with one expert: tensors covered; expert extra-state objects ask shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1, as Megatron does (addendum G)",
+                              "GPT->Hybrid with one expert: tensors covered; expert extra-state objects ask "
+                              "shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1, as Megatron does (addendum G)",
                               genSingleExpertLoadCase(), single_expert_keys),
       make_property<ElectionCase>("gtp_writer_election", "gtp",
-                                  "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) DP group, caller's groups first (addendum A)",
+                                  "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) "
+                                  "DP group, caller's groups first (addendum A)",
                                   genElectionCase(), writer_election,
-                                  {{"expert_ep2_egtp2", expert_ep2}, {"caller_over_foreign_globals", foreign},
-                                   {"globals_gtp4_cp2", inclusive}, {"no_groups_raises", none}}),
+                                  {{"expert_ep2_egtp2", expert_ep2},
+                                   {"caller_over_foreign_globals", foreign},
+                                   {"globals_gtp4_cp2", inclusive},
+                                   {"no_groups_raises", none}}),
       make_property<GtpCase>("dcp_plan_rejects_holes_overlaps", "gtp",
-                             "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping piece, de-duplicates an exact copy (addendum D)",
+                             "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping "
+                             "piece, de-duplicates an exact copy (addendum D)",
                              genGtpConfig(GtpSaveDesign::shard_split), dcp_plan_checks, {{"review_tp2", review}}),
       make_property<GtpCase>("mamba_in_proj_gathers", "gtp",
-                             "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, written by GTP peer 0 (addendum E)",
+                             "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, "
+                             "written by GTP peer 0 (addendum E)",
                              genGtpConfig(GtpSaveDesign::shard_split), mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
-      make_property<GtpCrossCase>("load_shape_mismatch_zero_fill", "load",
-                                  "a GTP entry loaded at another padding: allow_shape_mismatch zero-fills what was not stored, never refuses (addendum B)",
-                                  genGtpCross(), shape_mismatch_load,
-                                  {{"g2_to_g4_p32", GtpCrossCase{t1, 4, 32}}, {"tp2_g2_to_g1_p0", GtpCrossCase{review, 1, 0}}}),
+      make_property<GtpCrossCase>(
+          "load_shape_mismatch_zero_fill", "load",
+          "a GTP entry loaded at another padding: allow_shape_mismatch zero-fills what was not stored, never refuses "
+          "(addendum B)",
+          genGtpCross(), shape_mismatch_load,
+          {{"g2_to_g4_p32", GtpCrossCase{t1, 4, 32}}, {"tp2_g2_to_g1_p0", GtpCrossCase{review, 1, 0}}}),
   };
 }
 

@@ -11,7 +11,9 @@
 namespace ih::props {
 namespace {
 
-std::string rank_name(const RankBuild& r) { return "rank (t=" + std::to_string(r.t) + ", g=" + std::to_string(r.g) + ")"; }
+std::string rank_name(const RankBuild& r) {
+  return "rank (t=" + std::to_string(r.t) + ", g=" + std::to_string(r.g) + ")";
+}
 
 /// Runs `each` over every rank's build; the first non-empty verdict wins.
 template <class Fn>
@@ -37,7 +39,8 @@ Verdict keys_and_shapes_match_nongtp(Implementation& impl, const GtpCase& c) {
     auto chunks = impl.split_chunks(orig, params.layout);
     if (!chunks.ok()) return "split_chunks: " + chunks.error().message;
     for (const ShardedTensor& chunk : *chunks) plain.insert({chunk.key, chunk.global_shape});
-    if (gtp != plain) return "tp rank " + std::to_string(t) + ": (key, global shape) set differs from the non-GTP factory's";
+    if (gtp != plain)
+      return "tp rank " + std::to_string(t) + ": (key, global shape) set differs from the non-GTP factory's";
   }
   return "";
 }
@@ -99,8 +102,8 @@ Verdict all_padding_ranks_build_one_lnp(Implementation& impl, const GtpCase& c) 
   if (!v.empty()) return v;
   IH_VERDICT_ASSIGN(padding, padding_of(c));
   if (lnp_ranks != c.tp * padding.all_padding_ranks())
-    return std::to_string(lnp_ranks) + " all-padding ranks, expected T * floor(pad / R) = " +
-           std::to_string(c.tp * padding.all_padding_ranks());
+    return std::to_string(lnp_ranks) +
+           " all-padding ranks, expected T * floor(pad / R) = " + std::to_string(c.tp * padding.all_padding_ranks());
   return "";
 }
 
@@ -120,11 +123,13 @@ Verdict merge_restores_shard(Implementation& impl, const GtpCase& c) {
     stripped.shard.reset();  // load preprocessing strips the factory's data
     auto merged = impl.gtp_merge(c.design, stripped, loaded);
     const std::int64_t real = pad.real_rows(r.g);
-    auto want = TensorValue::concat_rows({r.params.shard->row_view(0, real),
-                                          TensorValue::zeros({pad.shard_rows - real, c.cols}, c.dtype)});
-    if (merged.ok() && merged->shape == want->shape && merged->dtype == c.dtype && canonical(*merged) == canonical(*want))
+    auto want = TensorValue::concat_rows(
+        {r.params.shard->row_view(0, real), TensorValue::zeros({pad.shard_rows - real, c.cols}, c.dtype)});
+    if (merged.ok() && merged->shape == want->shape && merged->dtype == c.dtype &&
+        canonical(*merged) == canonical(*want))
       return "";
-    return "merge gives " + (merged.ok() ? show_tensor(*merged) : merged.error().message) + ", expected " + show_tensor(*want);
+    return "merge gives " + (merged.ok() ? show_tensor(*merged) : merged.error().message) + ", expected " +
+           show_tensor(*want);
   });
 }
 
@@ -159,15 +164,31 @@ std::vector<Property> gtp_properties() {
   GtpCase review{"gdp", {10, 3, 2, 3}, 2, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase pr{"gdp", {10'240, 5'120, 80, 3}, 1, 64, 32, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase tiny{"gdp", {1, 1, 1, 1}, 2, 8, 16, 2, "float32", GtpSaveDesign::shard_split, 0};
-  const std::map<std::string, GtpCase> spec = {{"review_tp2", review}, {"pr_61760_g64_p32", pr}, {"tiny_all_padding", tiny}};
+  const std::map<std::string, GtpCase> spec = {
+      {"review_tp2", review}, {"pr_61760_g64_p32", pr}, {"tiny_all_padding", tiny}};
   std::vector<Property> out = {
-      make_property<GtpCase>("gtp_keys_shapes_match_nongtp", "gtp", "piece keys and global shapes equal the non-GTP factory's (4.7.1, 6.2)", gen, keys_and_shapes_match_nongtp, spec),
-      make_property<GtpCase>("gtp_pieces_tile_chunks", "gtp", "main-replica pieces tile [0, T*s_j) once, in contiguous order (4.7.2, 6.1, 6.10)", gen, main_pieces_tile_chunks, spec),
-      make_property<GtpCase>("gtp_pieces_are_real_rows", "gtp", "a rank's pieces concatenate to shard rows [0, r): no pad row saved (4.7.3, 6.3)", gen, pieces_are_real_rows, spec),
-      make_property<GtpCase>("gtp_all_padding_ranks", "gtp", "exactly the floor(pad/R) all-padding ranks build one zero-element LNP (6.4, 6.5)", gen, all_padding_ranks_build_one_lnp, spec),
-      make_property<GtpCase>("gtp_merge_restores_shard", "gtp", "merge(build) without factory data equals the shard, pad rows zero, same dtype (4.7.4, 6.6, 6.7)", gen, merge_restores_shard, spec),
-      make_property<GtpCase>("gtp_pieces_are_views", "gtp", "every piece views the shard's storage, nothing copied (4.7.5, 6.8)", gen, pieces_are_views, spec),
-      make_property<GtpCase>("gtp_pieces_irregular", "gtp", "pieces have axis_fragmentations None, no allow_shape_mismatch, valid metadata (6.9)", gen, pieces_are_irregular, spec),
+      make_property<GtpCase>("gtp_keys_shapes_match_nongtp", "gtp",
+                             "piece keys and global shapes equal the non-GTP factory's (4.7.1, 6.2)", gen,
+                             keys_and_shapes_match_nongtp, spec),
+      make_property<GtpCase>("gtp_pieces_tile_chunks", "gtp",
+                             "main-replica pieces tile [0, T*s_j) once, in contiguous order (4.7.2, 6.1, 6.10)", gen,
+                             main_pieces_tile_chunks, spec),
+      make_property<GtpCase>("gtp_pieces_are_real_rows", "gtp",
+                             "a rank's pieces concatenate to shard rows [0, r): no pad row saved (4.7.3, 6.3)", gen,
+                             pieces_are_real_rows, spec),
+      make_property<GtpCase>("gtp_all_padding_ranks", "gtp",
+                             "exactly the floor(pad/R) all-padding ranks build one zero-element LNP (6.4, 6.5)", gen,
+                             all_padding_ranks_build_one_lnp, spec),
+      make_property<GtpCase>(
+          "gtp_merge_restores_shard", "gtp",
+          "merge(build) without factory data equals the shard, pad rows zero, same dtype (4.7.4, 6.6, 6.7)", gen,
+          merge_restores_shard, spec),
+      make_property<GtpCase>("gtp_pieces_are_views", "gtp",
+                             "every piece views the shard's storage, nothing copied (4.7.5, 6.8)", gen,
+                             pieces_are_views, spec),
+      make_property<GtpCase>("gtp_pieces_irregular", "gtp",
+                             "pieces have axis_fragmentations None, no allow_shape_mismatch, valid metadata (6.9)", gen,
+                             pieces_are_irregular, spec),
   };
   for (Property& p : gtp_layout_properties_more()) out.push_back(std::move(p));
   return out;

@@ -30,7 +30,8 @@ Verdict fresh_entries_local(const std::vector<FlatEntry>& before, const std::vec
     const auto match = t ? find_decoder_layer(t->key) : std::nullopt;
     if (!match || !match->index || !maps.is_fresh(*match->index)) continue;
     const auto* lnp = std::get_if<LocalNonpersistent>(&after[i].entry);
-    if (!lnp || lnp->payload != Payload(*t->data)) return "fresh entry " + before[i].path + " is not LNP(original data)";
+    if (!lnp || lnp->payload != Payload(*t->data))
+      return "fresh entry " + before[i].path + " is not LNP(original data)";
   }
   return "";
 }
@@ -38,11 +39,13 @@ Verdict fresh_entries_local(const std::vector<FlatEntry>& before, const std::vec
 /// Every optimizer.state.<s>.<key> tensor has a model tensor <key> with the same box.
 Verdict optimizer_mirrors(const std::vector<FlatEntry>& entries) {
   const auto box = [](const std::string& key, const ShardedTensor& t) {
-    return key + " " + join_ints(t.global_shape, ",") + " " + join_ints(t.global_offset, ",") + " " + join_ints(t.local_shape, ",");
+    return key + " " + join_ints(t.global_shape, ",") + " " + join_ints(t.global_offset, ",") + " " +
+           join_ints(t.local_shape, ",");
   };
   std::set<std::string> model;
   for (const FlatEntry& e : entries)
-    if (const auto* t = std::get_if<ShardedTensor>(&e.entry); t && t->key.rfind("optimizer.", 0) != 0) model.insert(box(t->key, *t));
+    if (const auto* t = std::get_if<ShardedTensor>(&e.entry); t && t->key.rfind("optimizer.", 0) != 0)
+      model.insert(box(t->key, *t));
   for (const FlatEntry& e : entries) {
     const auto* t = std::get_if<ShardedTensor>(&e.entry);
     if (!t || t->key.rfind("optimizer.state.", 0) != 0) continue;
@@ -74,17 +77,20 @@ Verdict gpt_to_hybrid_load(Implementation& impl, const LoadCase& c) {
   for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
     const std::string where = "hybrid rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) +
                               " ep" + std::to_string(rank.ep_rank) + " etp" + std::to_string(rank.etp_rank) + ": ";
-    IH_VERDICT_ASSIGN(tree, hybrid_sharded_state_dict(c.hybrid.config, c.hybrid.pattern, rank, OptimizerStates::adam()));
+    IH_VERDICT_ASSIGN(tree,
+                      hybrid_sharded_state_dict(c.hybrid.config, c.hybrid.pattern, rank, OptimizerStates::adam()));
     const std::vector<FlatEntry> before = flatten(tree);
     IH_VERDICT_ASSIGN(after, impl.retarget(c.hybrid.pattern, before));
     if (after.size() != before.size()) return where + "retarget changed the number of entries";
     IH_VERDICT_ASSIGN(request, unflatten(after));
-    for (Verdict v : {fresh_entries_local(before, after, maps), optimizer_mirrors(after), requests_covered(checkpoint, request)})
+    for (Verdict v :
+         {fresh_entries_local(before, after, maps), optimizer_mirrors(after), requests_covered(checkpoint, request)})
       if (!v.empty()) return where + v;
     // Element-level reads of column slices are beyond the checkpoint model (not_modelled): coverage
     // above is then the whole check; any other load error is a failure.
     const auto loaded = impl.load_state(checkpoint, request, LoadOrder::serialization_load);
-    if (!loaded.ok() && loaded.error().kind != ErrorKind::not_modelled) return where + "load: " + loaded.error().message;
+    if (!loaded.ok() && loaded.error().kind != ErrorKind::not_modelled)
+      return where + "load: " + loaded.error().message;
   }
   return "";
 }
@@ -101,9 +107,10 @@ LoadCase tp_pp_change() {
 }  // namespace
 
 Property gpt_to_hybrid_load_property() {
-  return make_property<LoadCase>("gpt_to_hybrid_load", "load",
-                                 "GPT at layout A loads into hybrid at layout B: shards covered, fresh never read, optimizer mirrors (2.4-2.6)",
-                                 genLoadCase(), gpt_to_hybrid_load, {{"tp2pp4_to_tp4pp2", tp_pp_change()}});
+  return make_property<LoadCase>(
+      "gpt_to_hybrid_load", "load",
+      "GPT at layout A loads into hybrid at layout B: shards covered, fresh never read, optimizer mirrors (2.4-2.6)",
+      genLoadCase(), gpt_to_hybrid_load, {{"tp2pp4_to_tp4pp2", tp_pp_change()}});
 }
 
 }  // namespace ih::props

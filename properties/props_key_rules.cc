@@ -8,7 +8,9 @@ namespace {
 
 Leaf entry_for(const std::string& key, std::uint64_t id) {
   if (key.ends_with("_extra_state")) return ShardedObject{key, ObjectRef{id}, {1}, {0}, ReplicaId::tuple({0, 0, 0})};
-  return ShardedTensor::from_rank_offsets(key, {4}, {}, ReplicaId::tuple({0, 0, 0}), 0, TensorValue::of_storage(id, {4})).value();
+  return ShardedTensor::from_rank_offsets(key, {4}, {}, ReplicaId::tuple({0, 0, 0}), 0,
+                                          TensorValue::of_storage(id, {4}))
+      .value();
 }
 
 Payload payload_of(const Leaf& leaf) {
@@ -34,19 +36,23 @@ Expected expected_for(const std::string& key, const GptCompatLayerMaps& maps, bo
     return {key.substr(0, m->begin) + "decoder.layers." + key.substr(m->end), shape, offset};
   }
   std::string out = key;
-  if (const std::size_t at = out.find(kHybridFinalNorm); at != std::string::npos) out.replace(at, kHybridFinalNorm.size(), kGptFinalNorm);
+  if (const std::size_t at = out.find(kHybridFinalNorm); at != std::string::npos)
+    out.replace(at, kHybridFinalNorm.size(), kGptFinalNorm);
   return {out, object ? Shape{1} : inner, object ? Shape{0} : zero};
 }
 
 Verdict check_entry(const Leaf& in, const Leaf& out, const Expected& want) {
-  const std::string& key = std::holds_alternative<ShardedTensor>(in) ? std::get<ShardedTensor>(in).key : std::get<ShardedObject>(in).key;
+  const std::string& key =
+      std::holds_alternative<ShardedTensor>(in) ? std::get<ShardedTensor>(in).key : std::get<ShardedObject>(in).key;
   if (!want.key) {
     const auto* lnp = std::get_if<LocalNonpersistent>(&out);
     return lnp && lnp->payload == payload_of(in) ? "" : "'" + key + "' should become LNP(original data)";
   }
-  if (const auto* t = std::get_if<ShardedTensor>(&out); t && t->key == *want.key && t->global_shape == want.shape && t->global_offset == want.offset)
+  if (const auto* t = std::get_if<ShardedTensor>(&out);
+      t && t->key == *want.key && t->global_shape == want.shape && t->global_offset == want.offset)
     return "";
-  if (const auto* o = std::get_if<ShardedObject>(&out); o && o->key == *want.key && o->global_shape == want.shape && o->global_offset == want.offset)
+  if (const auto* o = std::get_if<ShardedObject>(&out);
+      o && o->key == *want.key && o->global_shape == want.shape && o->global_offset == want.offset)
     return "";
   return "'" + key + "' should become '" + *want.key + "' with the spec 2.4/2.5 shape and offset";
 }
@@ -58,31 +64,37 @@ Verdict key_rules(Implementation& impl, const KeyRulesCase& c) {
   for (std::size_t i = 0; i < c.keys.size(); ++i) {
     entries.push_back({"e" + std::to_string(i), entry_for(c.keys[i], i + 1)});
     const auto m = find_decoder_layer(c.keys[i]);
-    unknown |= m && !c.keys[i].ends_with(kOmittedLocalKeySuffix) && !maps.is_fresh(*m->index) && !maps.gpt_layer_of(*m->index);
+    unknown |=
+        m && !c.keys[i].ends_with(kOmittedLocalKeySuffix) && !maps.is_fresh(*m->index) && !maps.gpt_layer_of(*m->index);
   }
   const auto got = impl.retarget(c.pattern, entries);
   if (unknown)
-    return !got.ok() && got.error().kind == ErrorKind::unknown_hybrid_layer ? "" : "an unknown hybrid layer index must raise unknown_hybrid_layer";
+    return !got.ok() && got.error().kind == ErrorKind::unknown_hybrid_layer
+               ? ""
+               : "an unknown hybrid layer index must raise unknown_hybrid_layer";
   if (!got.ok()) return std::string(to_string(got.error().kind)) + ": " + got.error().message;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const bool object = std::holds_alternative<ShardedObject>(entries[i].entry);
-    if (Verdict v = check_entry(entries[i].entry, (*got)[i].entry, expected_for(c.keys[i], maps, object)); !v.empty()) return v;
+    if (Verdict v = check_entry(entries[i].entry, (*got)[i].entry, expected_for(c.keys[i], maps, object)); !v.empty())
+      return v;
   }
   return "";
 }
 
 KeyRulesCase spec_keys() {
-  return {"M*-M*-", {"decoder.final_norm.weight", "optimizer.state.fp32_param.decoder.final_norm.weight",
-                     "optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight",
-                     "decoder.layers.5.mlp.linear_fc2._extra_state", "module.output_layer._extra_state", "output_layer.weight",
-                     "decoder.layers.0.mixer.in_proj.weight"}};
+  return {"M*-M*-",
+          {"decoder.final_norm.weight", "optimizer.state.fp32_param.decoder.final_norm.weight",
+           "optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight",
+           "decoder.layers.5.mlp.linear_fc2._extra_state", "module.output_layer._extra_state", "output_layer.weight",
+           "decoder.layers.0.mixer.in_proj.weight"}};
 }
 
 }  // namespace
 
 Property key_rules_property() {
   return make_property<KeyRulesCase>("retarget_key_rules", "retarget",
-                                     "each key follows spec 2.4: suffix omission, layer index, final norm, unknown index raises (6.15, 6.16, 6.21, 6.22)",
+                                     "each key follows spec 2.4: suffix omission, layer index, final norm, unknown "
+                                     "index raises (6.15, 6.16, 6.21, 6.22)",
                                      genKeyRulesCase(), key_rules, {{"spec_2_5", spec_keys()}});
 }
 

@@ -16,11 +16,13 @@ Result<TensorValue> expected_rows(const GtpCrossCase& c, const GtpPadding& saved
   const std::int64_t begin = g * loaded.shard_rows, end = begin + loaded.real_rows(g);
   for (std::int64_t x = begin; x < end;) {
     if (c.save.design == GtpSaveDesign::gather) {
-      parts.push_back(TensorValue::of_storage((std::uint64_t{1} << 32) + t, {saved.rows, c.save.cols}, c.save.dtype).row_view(x, end));
+      parts.push_back(TensorValue::of_storage((std::uint64_t{1} << 32) + t, {saved.rows, c.save.cols}, c.save.dtype)
+                          .row_view(x, end));
       break;
     }
     const std::int64_t src = x / saved.shard_rows, stop = std::min(end, (src + 1) * saved.shard_rows);
-    const auto shard = TensorValue::of_storage(shard_storage(t, src, c.save.gtp), {saved.shard_rows, c.save.cols}, c.save.dtype);
+    const auto shard =
+        TensorValue::of_storage(shard_storage(t, src, c.save.gtp), {saved.shard_rows, c.save.cols}, c.save.dtype);
     parts.push_back(shard.row_view(x - src * saved.shard_rows, stop - src * saved.shard_rows));
     x = stop;
   }
@@ -47,7 +49,8 @@ Verdict cross_gtp_load(Implementation& impl, const GtpCrossCase& c) {
   for (std::int64_t t = 0; t < load.tp; ++t)
     for (std::int64_t g = 0; g < load.gtp; ++g) {
       IH_VERDICT_ASSIGN(params, rank_params(load, t, g));
-      params.shard = TensorValue::of_storage((std::uint64_t{1} << 48) + t * load.gtp + g, params.shard->shape, load.dtype);
+      params.shard =
+          TensorValue::of_storage((std::uint64_t{1} << 48) + t * load.gtp + g, params.shard->shape, load.dtype);
       const StateNode request(StateDict{{std::string("w"), StateNode(seam_factory(impl, load.design, params))}});
       IH_VERDICT_ASSIGN(result, impl.load_state(checkpoint, request, LoadOrder::serialization_load));
       const auto* got = result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
@@ -84,11 +87,14 @@ std::vector<Property> load_properties() {
   GtpCase gather = review;
   gather.design = GtpSaveDesign::gather;
   return {
-      make_property<GtpCrossCase>("gtp_cross_load", "load", "save at GTP G1 (either design), load at G2: real rows exact, pad rows zero (4.7.6)",
+      make_property<GtpCrossCase>("gtp_cross_load", "load",
+                                  "save at GTP G1 (either design), load at G2: real rows exact, pad rows zero (4.7.6)",
                                   genGtpCross(), cross_gtp_load,
-                                  {{"review_g2_to_g1", GtpCrossCase{review, 1, 0}}, {"gather_g2_to_g4", GtpCrossCase{gather, 4, 32}},
+                                  {{"review_g2_to_g1", GtpCrossCase{review, 1, 0}},
+                                   {"gather_g2_to_g4", GtpCrossCase{gather, 4, 32}},
                                    {"pr_g64_to_g8", GtpCrossCase{pr, 8, 16}}}),
-      make_property<GtpCase>("load_orders_agree", "load", "to_state_dict (fixed order) and serialization.load give identical trees (3.8, 6.11)",
+      make_property<GtpCase>("load_orders_agree", "load",
+                             "to_state_dict (fixed order) and serialization.load give identical trees (3.8, 6.11)",
                              genGtpConfig(GtpSaveDesign::shard_split), load_orders_agree,
                              {{"all_padding_rank", tiny}, {"pr_rank63_all_padding", pr}}),
       gpt_to_hybrid_load_property(),

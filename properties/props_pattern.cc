@@ -21,7 +21,8 @@ Verdict maps_invariant_under_separators(Implementation& impl, const PatternCase&
 }
 
 bool is_parse_kind(ErrorKind kind) {
-  return kind == ErrorKind::invalid_symbol || kind == ErrorKind::mtp_not_identical || kind == ErrorKind::attention_with_mla_dsa;
+  return kind == ErrorKind::invalid_symbol || kind == ErrorKind::mtp_not_identical ||
+         kind == ErrorKind::attention_with_mla_dsa;
 }
 
 Verdict error_parity(Implementation& impl, const NearValidCase& c) {
@@ -51,19 +52,25 @@ PatternCase spec_example(std::string layers, std::string pattern) { return Patte
 
 std::vector<Property> pattern_properties() {
   return {
-      make_property<PatternCase>("maps_match_layers", "pattern", "layer maps pair the i-th '*' and i-th MLP with GPT layer i, 'M' fresh (2.2)",
+      make_property<PatternCase>("maps_match_layers", "pattern",
+                                 "layer maps pair the i-th '*' and i-th MLP with GPT layer i, 'M' fresh (2.2)",
                                  genAnyHybridPattern(12), maps_match_layers,
                                  {{"spec_2_2", spec_example("M*-M*-*-M*-*-", "M*-M*-|*-|M*-|*-")}}),
-      make_property<PatternCase>("maps_separator_invariant", "pattern", "maps unchanged by removing pipes or adding a trailing '/' (2.9, 6.13, 6.14)",
+      make_property<PatternCase>("maps_separator_invariant", "pattern",
+                                 "maps unchanged by removing pipes or adding a trailing '/' (2.9, 6.13, 6.14)",
                                  genAnyHybridPattern(12), maps_invariant_under_separators),
-      make_property<NearValidCase>("error_parity", "pattern", "every near-valid pattern fails with its intended error kind (1.3, 2.2, 6.12, 6.14)",
-                                   genNearValidPattern(), error_parity,
-                                   {{"mixed_before_counts", NearValidCase{"M*-M*E", "spec 2.2 example", ErrorKind::mixed_mlp_kinds}},
-                                    {"identical_before_symbol", NearValidCase{"M*M*/MM/Ma", "spec 1.3 table", ErrorKind::mtp_not_identical}}}),
-      make_property<SegmentCase>("segments_vp_major", "pattern", "stage (r, vp) builds segment vp*P + r at the summed offset (1.6, 6.24)",
+      make_property<NearValidCase>(
+          "error_parity", "pattern",
+          "every near-valid pattern fails with its intended error kind (1.3, 2.2, 6.12, 6.14)", genNearValidPattern(),
+          error_parity,
+          {{"mixed_before_counts", NearValidCase{"M*-M*E", "spec 2.2 example", ErrorKind::mixed_mlp_kinds}},
+           {"identical_before_symbol", NearValidCase{"M*M*/MM/Ma", "spec 1.3 table", ErrorKind::mtp_not_identical}}}),
+      make_property<SegmentCase>("segments_vp_major", "pattern",
+                                 "stage (r, vp) builds segment vp*P + r at the summed offset (1.6, 6.24)",
                                  genSegmentCase(), segments_follow_vp_major_order,
                                  {{"spec_1_6", SegmentCase{{"M*-M*-", "*-", "M*-", "*-"}, 2}}}),
-      make_property<FsdpCase>("fsdp_prefix_recovery", "retarget", "an FSDP key takes a module. capture only when exactly one distinct exists (2.7, 6.23)",
+      make_property<FsdpCase>("fsdp_prefix_recovery", "retarget",
+                              "an FSDP key takes a module. capture only when exactly one distinct exists (2.7, 6.23)",
                               genFsdpCase(), fsdp_prefix_recovery),
   };
 }

@@ -45,7 +45,8 @@ Replay replay(Implementation& impl, const Property& property, const ReproToken& 
   if (const auto fixture = token.option("spec")) {
     const auto it = property.fixtures.find(*fixture);
     if (it == property.fixtures.end()) {
-      out.outcome = Outcome::harness_error, out.verdict = "property " + property.name + " has no spec case '" + *fixture + "'";
+      out.outcome = Outcome::harness_error,
+      out.verdict = "property " + property.name + " has no spec case '" + *fixture + "'";
       return out;
     }
     std::tie(out.printed_case, out.verdict) = it->second(recorded);

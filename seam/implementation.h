@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "models/checkpoint_model.h"
 #include "models/flat_state.h"
 #include "models/gpt_layer_maps.h"
 #include "models/gtp_layout.h"
 #include "models/hybrid_pattern.h"
-#include "models/checkpoint_model.h"
 #include "models/integrity.h"
 
 namespace ih {
@@ -24,10 +24,10 @@ enum class Operation {
   retarget,
   fsdp_key,
   fsdp_retarget,
-  split_chunks,  // spec 4.3
-  gtp_pieces,    // spec 4.5 / 4.7 build
-  gtp_merge,     // spec 4.5 / 4.7 merge
-  integrity,     // exact tiling checks on boxes
+  split_chunks,         // spec 4.3
+  gtp_pieces,           // spec 4.5 / 4.7 build
+  gtp_merge,            // spec 4.5 / 4.7 merge
+  integrity,            // exact tiling checks on boxes
   megatron_validation,  // Megatron's own validate_sharding_integrity verdict (spec 3.7)
   gtp_param_entry,      // the GTP parameter's own checkpoint entry (spec 4.4, 4.7 invariant 7)
   load_state,           // a load along one of the orderings of spec 3.8
@@ -56,8 +56,9 @@ class Implementation {
   /// Layer maps of `pattern`, then retarget_sharded_state_dict_to_gpt_checkpoint (spec 2.4).
   virtual Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) = 0;
   /// _retarget_explicit_key_to_gpt_checkpoint (spec 2.7); nullopt result = omitted.
-  virtual Result<std::optional<std::string>> fsdp_key(std::string_view pattern, std::string_view key,
-                                                      const std::optional<std::vector<std::string>>& checkpoint_keys) = 0;
+  virtual Result<std::optional<std::string>> fsdp_key(
+      std::string_view pattern, std::string_view key,
+      const std::optional<std::vector<std::string>>& checkpoint_keys) = 0;
   /// retarget_fsdp_state_dict_to_gpt_checkpoint (spec 2.7).
   virtual Result<StateNode> fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                           const std::optional<std::vector<std::string>>& checkpoint_keys,

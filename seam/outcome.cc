@@ -30,7 +30,8 @@ int exit_code_of(const std::vector<Outcome>& outcomes) {
   if (any(Outcome::harness_error)) return kExitHarnessError;
   if (any(Outcome::timeout)) return kExitTimeout;
   if (any(Outcome::failed)) return kExitCheckFailed;
-  const bool nothing_ran = std::all_of(outcomes.begin(), outcomes.end(), [](Outcome o) { return o == Outcome::not_run; });
+  const bool nothing_ran =
+      std::all_of(outcomes.begin(), outcomes.end(), [](Outcome o) { return o == Outcome::not_run; });
   return nothing_ran ? kExitNothingRan : kExitOk;
 }
 

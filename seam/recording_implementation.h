@@ -27,7 +27,8 @@ class RecordingImplementation : public Implementation {
   Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override {
     return seen(inner_.layer_maps(text));
   }
-  Result<pattern::SegmentSelection> select_segment(std::string_view main, const pattern::SegmentRequest& request) override {
+  Result<pattern::SegmentSelection> select_segment(std::string_view main,
+                                                   const pattern::SegmentRequest& request) override {
     return seen(inner_.select_segment(main, request));
   }
   Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) override {
@@ -48,7 +49,8 @@ class RecordingImplementation : public Implementation {
   Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override {
     return seen(inner_.gtp_pieces(design, params));
   }
-  Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override {
+  Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params,
+                                const StateNode& loaded) override {
     return seen(inner_.gtp_merge(design, params, loaded));
   }
   Result<IntegrityReport> integrity(const GlobalMetadata& metadata,

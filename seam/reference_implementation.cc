@@ -28,7 +28,8 @@ Result<std::vector<FlatEntry>> ReferenceImplementation::retarget(std::string_vie
 Result<std::optional<std::string>> ReferenceImplementation::fsdp_key(
     std::string_view pattern, std::string_view key, const std::optional<std::vector<std::string>>& checkpoint_keys) {
   IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(pattern));
-  IH_TRY_ASSIGN(translated, retarget_fsdp_key(DictKey(std::string(key)), maps, checkpoint_keys ? &*checkpoint_keys : nullptr));
+  IH_TRY_ASSIGN(translated,
+                retarget_fsdp_key(DictKey(std::string(key)), maps, checkpoint_keys ? &*checkpoint_keys : nullptr));
   if (!translated) return std::optional<std::string>();
   return std::optional<std::string>(to_string(*translated));
 }

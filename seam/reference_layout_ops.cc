@@ -1,6 +1,6 @@
 // The reference model's answers to the layout operations of the seam (spec 4).
-#include "seam/reference_implementation.h"
 #include "models/split_factory.h"
+#include "seam/reference_implementation.h"
 
 namespace ih {
 
@@ -20,8 +20,8 @@ Result<TensorValue> ReferenceImplementation::gtp_merge(GtpSaveDesign design, con
   return factory.without_data().merge(loaded);
 }
 
-Result<IntegrityReport> ReferenceImplementation::integrity(const GlobalMetadata& metadata,
-                                                           const std::optional<std::vector<std::string>>& reference_keys) {
+Result<IntegrityReport> ReferenceImplementation::integrity(
+    const GlobalMetadata& metadata, const std::optional<std::vector<std::string>>& reference_keys) {
   return check_integrity(metadata, reference_keys);
 }
 

@@ -2,8 +2,8 @@
 // to `unsupported`.
 #include <gtest/gtest.h>
 
-#include "seam/reference_implementation.h"
 #include "models/split_factory.h"
+#include "seam/reference_implementation.h"
 
 namespace ih {
 namespace {

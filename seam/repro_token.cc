@@ -8,7 +8,7 @@ namespace ih {
 namespace {
 
 // Every option a token may carry; anything else is a stale or foreign token.
-constexpr std::array<std::string_view, 10> kOptions = {"target", "mutant", "seed", "cases", "size",
+constexpr std::array<std::string_view, 10> kOptions = {"target", "mutant", "seed",   "cases",         "size",
                                                        "rc",     "spec",   "corpus", "megatron-path", "budget"};
 
 bool plain(char c) {
@@ -40,7 +40,9 @@ Result<std::string> decode(std::string_view text, std::string_view what) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '%') {
-      if (!plain(text[i])) return make_error(ErrorKind::invalid_argument, std::string(what) + " has an unencoded '" + std::string(1, text[i]) + "'");
+      if (!plain(text[i]))
+        return make_error(ErrorKind::invalid_argument,
+                          std::string(what) + " has an unencoded '" + std::string(1, text[i]) + "'");
       out += text[i];
       continue;
     }
@@ -87,13 +89,14 @@ std::string to_string(const ReproToken& token) {
 
 Result<ReproToken> parse_repro_token(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return make_error(ErrorKind::invalid_argument,
-                      "repro token '" + std::string(text.substr(0, 200)) + "': " + why + " (form: ih1:<check>[:<option>=<value>]...)");
+    return make_error(ErrorKind::invalid_argument, "repro token '" + std::string(text.substr(0, 200)) + "': " + why +
+                                                       " (form: ih1:<check>[:<option>=<value>]...)");
   };
   if (text.substr(0, ReproToken::kPrefix.size()) != ReproToken::kPrefix) {
     const auto colon = text.find(':');
     if (text.size() > 2 && text[0] == 'i' && text[1] == 'h' && colon != std::string_view::npos)
-      return bad("format version '" + std::string(text.substr(0, colon)) + "' is not known to this harness (it reads ih1)");
+      return bad("format version '" + std::string(text.substr(0, colon)) +
+                 "' is not known to this harness (it reads ih1)");
     return bad("not a repro token of this harness (tokens start with ih1:)");
   }
   const auto parts = fields(text.substr(ReproToken::kPrefix.size()));

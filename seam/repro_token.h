@@ -2,7 +2,8 @@
 // with a format version. Printed by every failing check (gate checks, properties, Megatron-side
 // failures, round trips); `interop-harness repro TOKEN` replays it and `pin TOKEN` keeps it.
 //
-//   ih1:<check>[:<option>=<value>]...     e.g. ih1:property/gtp_pieces_tile_chunks:target=reference:mutant=gtp_offset_no_tp_term:rc=Bx0
+//   ih1:<check>[:<option>=<value>]...     e.g.
+//   ih1:property/gtp_pieces_tile_chunks:target=reference:mutant=gtp_offset_no_tp_term:rc=Bx0
 //
 // <check> is "property/<name>" or "gate/<group>/<name>": a name, never a position, so adding a
 // check changes no other token. Values are percent-encoded outside [A-Za-z0-9._/+-], so a token

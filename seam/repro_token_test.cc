@@ -7,10 +7,9 @@ namespace ih {
 namespace {
 
 TEST(ReproToken, RoundTripsEveryOptionAndEncodesShellSpecials) {
-  const ReproToken token{"gate/pinned-layer-maps/'M*-|E' x:y", {{"target", "megatron"},
-                                                                 {"mutant", "maps_accept_mixed"},
-                                                                 {"megatron-path", "/tmp/a b"},
-                                                                 {"cases", "5"}}};
+  const ReproToken token{
+      "gate/pinned-layer-maps/'M*-|E' x:y",
+      {{"target", "megatron"}, {"mutant", "maps_accept_mixed"}, {"megatron-path", "/tmp/a b"}, {"cases", "5"}}};
   const std::string text = to_string(token);
   EXPECT_EQ(text.find(' '), std::string::npos);
   EXPECT_EQ(text.find('\''), std::string::npos);

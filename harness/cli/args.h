@@ -14,12 +14,12 @@ namespace ih::cli {
 
 // Exit codes: one table for every command (seam/outcome.h, docs/cli.md).
 using ::ih::ExitCode;
-using ::ih::kExitOk;
-using ::ih::kExitCheckFailed;
 using ::ih::kExitBadInput;
+using ::ih::kExitCheckFailed;
 using ::ih::kExitHarnessError;
-using ::ih::kExitTimeout;
 using ::ih::kExitNothingRan;
+using ::ih::kExitOk;
+using ::ih::kExitTimeout;
 
 struct FlagSpec {
   std::string name;  // without leading dashes

@@ -10,8 +10,8 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "harness/install/data_dir.h"
 #include "harness/gate/gate.h"
+#include "harness/install/data_dir.h"
 #include "harness/megatron/gtp_checks.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
@@ -19,7 +19,6 @@
 #include "models/text.h"
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
-
 
 namespace ih::cli {
 namespace {
@@ -70,17 +69,18 @@ Result<Budget> budget_of(const ParsedArgs& args, const TargetSpec& spec) {
 std::vector<gate::Check> property_checks(const Budget& budget) {
   std::vector<gate::Check> out;
   for (const props::Property& property : props::all_properties())
-    out.push_back({"properties", property.name, [&property, budget](Implementation& target) {
-                     const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
-                     const props::PropertyRun run = property.run(target, params);
-                     gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
-                     if (run.outcome == Outcome::failed) {
-                       ReproToken token{props::property_check_name(property.name), {}};
-                       props::add_case_options(token, params, run);
-                       answer.case_token = token;
-                     }
-                     return answer;
-                   }});
+    out.push_back(
+        {"properties", property.name, [&property, budget](Implementation& target) {
+           const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
+           const props::PropertyRun run = property.run(target, params);
+           gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
+           if (run.outcome == Outcome::failed) {
+             ReproToken token{props::property_check_name(property.name), {}};
+             props::add_case_options(token, params, run);
+             answer.case_token = token;
+           }
+           return answer;
+         }});
   return out;
 }
 
@@ -111,7 +111,8 @@ void require_all(std::vector<gate::CheckResult>& results, const std::string& all
   for (gate::CheckResult& r : results) {
     if (r.answer.outcome != Outcome::not_run) continue;
     bool allow = false;
-    for (const std::string& part : parts) allow = allow || (!part.empty() && r.token.check.find(part) != std::string::npos);
+    for (const std::string& part : parts)
+      allow = allow || (!part.empty() && r.token.check.find(part) != std::string::npos);
     if (allow) continue;
     r.answer.outcome = Outcome::failed;
     r.answer.detail = "--require-all: did not run (" + r.answer.detail + ")";
@@ -120,7 +121,8 @@ void require_all(std::vector<gate::CheckResult>& results, const std::string& all
 
 int list_mutants(const TargetSpec& spec) {
   if (spec.target == "reference") {
-    for (const MutantInfo& m : mutant_catalogue()) std::cout << m.name << "\t" << m.bug_class << "\t" << m.description << "\n";
+    for (const MutantInfo& m : mutant_catalogue())
+      std::cout << m.name << "\t" << m.bug_class << "\t" << m.description << "\n";
     return kExitOk;
   }
   auto megatron = MegatronImplementation::start({.megatron_path = spec.megatron_path});
@@ -128,8 +130,8 @@ int list_mutants(const TargetSpec& spec) {
   auto listed = (*megatron)->list_mutants();
   if (!listed.ok()) return report_error(listed.error());
   for (const auto& m : listed->value("mutants", json::Json::array()))
-    std::cout << m.value("name", std::string()) << "\t" << json::dump(m.value("spec_bug_class", json::Json("-"))) << "\t"
-              << m.value("description", std::string()) << "\n";
+    std::cout << m.value("name", std::string()) << "\t" << json::dump(m.value("spec_bug_class", json::Json("-")))
+              << "\t" << m.value("description", std::string()) << "\n";
   return kExitOk;
 }
 
@@ -144,7 +146,9 @@ std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) 
 int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(
-      argv, {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR]", kGateFlags},
+      argv,
+      {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR]",
+       kGateFlags},
       exit_code);
   if (!args) return exit_code;
   auto spec = validated(spec_of(*args));
@@ -160,7 +164,8 @@ int gate_command(const std::vector<std::string>& argv) {
   if (!target.ok()) return report_error(target.error());
 
   std::ostream& progress = args->has("json") ? std::cerr : std::cout;
-  report::GateRun run{describe_target(**target, *spec), budget->seed, budget->property_cases, args->has("require-all"), 0};
+  report::GateRun run{describe_target(**target, *spec), budget->seed, budget->property_cases, args->has("require-all"),
+                      0};
   progress << "INFO: gate target " << run.target << "\n"
            << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
@@ -173,10 +178,13 @@ int gate_command(const std::vector<std::string>& argv) {
   }
   progress << "\n" << gate::summary_table(results);
   for (const gate::CheckResult& r : results)
-    if (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout)
+    if (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::harness_error ||
+        r.answer.outcome == Outcome::timeout)
       progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
-  const std::string verdict = run.exit_code == kExitOk ? "PASSED" : run.exit_code == kExitCheckFailed ? "FAILED"
-                              : run.exit_code == kExitNothingRan ? "NOTHING RAN" : "NO VERDICT (" + std::to_string(run.exit_code) + ")";
+  const std::string verdict = run.exit_code == kExitOk            ? "PASSED"
+                              : run.exit_code == kExitCheckFailed ? "FAILED"
+                              : run.exit_code == kExitNothingRan  ? "NOTHING RAN"
+                                                                 : "NO VERDICT (" + std::to_string(run.exit_code) + ")";
   progress << "gate: " << verdict << "\n";
   if (args->has("json")) std::cout << report::gate_json(run, results);
   return run.exit_code;
@@ -196,10 +204,12 @@ int replay_gate_check(const ReproToken& token) {
   budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
   auto checks = all_checks(budget, spec.target != "reference");
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  const auto found = std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });
+  const auto found =
+      std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });
   if (found == checks->end())
-    return report_error(make_error(ErrorKind::invalid_argument, "stale token: no gate check is called '" + token.check +
-                                                                    "' (renamed or removed)"), kExitBadInput);
+    return report_error(make_error(ErrorKind::invalid_argument,
+                                   "stale token: no gate check is called '" + token.check + "' (renamed or removed)"),
+                        kExitBadInput);
   auto target = make_target(spec);
   if (!target.ok()) return report_error(target.error());
   auto known = gate::load_known_findings(budget.corpus);
@@ -219,7 +229,8 @@ int replay_token(const ReproToken& token) {
 
 int repro_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, {"interop-harness repro TOKEN   (as printed after REPRO: by a failing check)", {}, 1, 1}, exit_code);
+  const auto args = open_command(
+      argv, {"interop-harness repro TOKEN   (as printed after REPRO: by a failing check)", {}, 1, 1}, exit_code);
   if (!args) return exit_code;
   auto token = parse_repro_token(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
@@ -231,11 +242,14 @@ int mutants_command(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> flags = kTargetFlags;
   flags.push_back({"property-cases", true, "generated cases per property (default 25; 5 against megatron)"});
   flags.push_back({"json", false, "machine-readable output"});
-  const auto args = open_command(argv, {"interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]", flags}, exit_code);
+  const auto args = open_command(
+      argv, {"interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]", flags}, exit_code);
   if (!args) return exit_code;
   auto spec = validated(spec_of(*args));
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
-  if (spec->mutant) return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"), kExitBadInput);
+  if (spec->mutant)
+    return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
+                        kExitBadInput);
   auto budget = budget_of(*args, *spec);
   if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
   auto checks = all_checks(*budget, spec->target != "reference");
@@ -258,7 +272,8 @@ int mutants_command(const std::vector<std::string>& argv) {
   progress << "INFO: the clean target " << describe_target(**clean, *spec) << " first\n";
   std::ostringstream clean_progress;
   std::set<std::string> passing_on_clean;
-  for (const auto& r : gate::run_checks(**clean, *checks, base_token(*spec, *budget, *args), gate::KnownFindings{}, clean_progress))
+  for (const auto& r :
+       gate::run_checks(**clean, *checks, base_token(*spec, *budget, *args), gate::KnownFindings{}, clean_progress))
     if (r.answer.outcome == Outcome::passed) passing_on_clean.insert(gate_check_name(r.group, r.name));
   progress << "INFO: " << passing_on_clean.size() << " of " << checks->size() << " checks pass on the clean target\n";
   clean->reset();
@@ -285,14 +300,18 @@ int mutants_command(const std::vector<std::string>& argv) {
     }
     const bool is_killed = !killed_by.empty();
     killed += is_killed;
-    progress << "      " << (is_killed ? "killed by " + std::to_string(killed_by.size()) + " check(s); REPRO: interop-harness repro " + token
-                                      : std::string("SURVIVED"))
+    progress << "      "
+             << (is_killed ? "killed by " + std::to_string(killed_by.size()) +
+                                 " check(s); REPRO: interop-harness repro " + token
+                           : std::string("SURVIVED"))
              << "\n";
     report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});
   }
   report["score"] = std::to_string(killed) + "/" + std::to_string(total);
-  if (args->has("json")) std::cout << json::dump(report) << "\n";
-  else std::cout << "mutants killed: " << killed << "/" << total << "\n";
+  if (args->has("json"))
+    std::cout << json::dump(report) << "\n";
+  else
+    std::cout << "mutants killed: " << killed << "/" << total << "\n";
   if (killed == total) return kExitOk;
   return no_verdict ? kExitHarnessError : kExitCheckFailed;  // a survivor may be explained by a broken run
 }

@@ -34,7 +34,8 @@ void print_help(std::ostream& out) {
   out << "interop-harness: checks Megatron GPT->Hybrid checkpoint interop and GTP shard layouts\n\n"
       << "usage: interop-harness COMMAND [--help | flags...]\n\ncommands:\n";
   for (const Subcommand& c : kSubcommands) out << "  " << std::left << std::setw(12) << c.name << c.summary << "\n";
-  out << "  " << std::setw(12) << "--version" << "print the version\n\n"
+  out << "  " << std::setw(12) << "--version"
+      << "print the version\n\n"
       << "exit codes: 0 ok, 1 a check failed (a finding), 2 bad input, 3 harness error, 4 timeout,\n"
       << "            5 nothing could run here (every check NOT RUN)\n";
 }
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
       print_help(std::cout);
       return kExitOk;
     }
-    std::cerr << (command.empty() ? "ERROR: invalid_argument: no command\n" : "ERROR: invalid_argument: unknown command '" + command + "'\n");
+    std::cerr << (command.empty() ? "ERROR: invalid_argument: no command\n"
+                                  : "ERROR: invalid_argument: unknown command '" + command + "'\n");
     print_help(std::cerr);
     return kExitBadInput;
   } catch (const std::exception& e) {

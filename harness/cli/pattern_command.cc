@@ -2,9 +2,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "codec/json_codec.h"
 #include "models/gpt_layer_maps.h"
 #include "models/text.h"
 
@@ -24,7 +24,8 @@ int bad_input(ErrorKind kind, const std::string& message) {
 
 std::string pairs_text(const pattern::IndexMap& map) {
   std::string out;
-  for (const auto& [hybrid, gpt] : map) out += (out.empty() ? "" : " ") + std::to_string(hybrid) + "->" + std::to_string(gpt);
+  for (const auto& [hybrid, gpt] : map)
+    out += (out.empty() ? "" : " ") + std::to_string(hybrid) + "->" + std::to_string(gpt);
   return out;
 }
 
@@ -57,11 +58,14 @@ int maps_command(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || args->positionals.empty()) {
     if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)", flags);
+      std::cout << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
+                         flags);
       return kExitOk;
     }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
-              << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)", flags);
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
+              << "\n"
+              << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
+                       flags);
     return kExitBadInput;
   }
   bool all_ok = true;
@@ -69,7 +73,8 @@ int maps_command(const std::vector<std::string>& argv) {
     const auto maps = gpt_compatible_layer_maps(std::string_view(text));
     all_ok = all_ok && maps.ok();
     if (!maps.ok())  // errors on stderr in both forms; the JSON object stays the documented stdout line
-      std::cerr << "ERROR: " << to_string(maps.error().kind) << ": pattern " << py_repr(text) << ": " << maps.error().message << "\n";
+      std::cerr << "ERROR: " << to_string(maps.error().kind) << ": pattern " << py_repr(text) << ": "
+                << maps.error().message << "\n";
     if (args->has("json")) {
       std::cout << json::dump(json::layer_maps_to_json(text, maps)) << "\n";
     } else if (maps.ok()) {
@@ -92,7 +97,8 @@ int make_command(const std::vector<std::string>& argv) {
       std::cout << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
       return kExitOk;
     }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
+              << "\n"
               << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
     return kExitBadInput;
   }
@@ -101,12 +107,16 @@ int make_command(const std::vector<std::string>& argv) {
   const std::string block = *args->value("block");
   const auto block_maps = gpt_compatible_layer_maps(std::string_view(block));
   std::string problem;
-  if (!layers.ok()) problem = layers.error().message;
-  else if (!segments.ok()) problem = segments.error().message;
+  if (!layers.ok())
+    problem = layers.error().message;
+  else if (!segments.ok())
+    problem = segments.error().message;
   else if (*layers > kMaxGptLayers)
-    problem = "--gpt-layers " + std::to_string(*layers) + " is above the limit of " + std::to_string(kMaxGptLayers) + " (docs/cli.md, Limits)";
+    problem = "--gpt-layers " + std::to_string(*layers) + " is above the limit of " + std::to_string(kMaxGptLayers) +
+              " (docs/cli.md, Limits)";
   else if (!block_maps.ok())
-    problem = "--block '" + block + "': " + std::string(to_string(block_maps.error().kind)) + ": " + block_maps.error().message;
+    problem = "--block '" + block + "': " + std::string(to_string(block_maps.error().kind)) + ": " +
+              block_maps.error().message;
   else if (block.find(pattern::kPipe) != std::string::npos || block.find('/') != std::string::npos)
     problem = "--block must not contain '|' or '/'; use --segments";
   else if (*layers < 1 || *layers % block_maps->num_gpt_layers != 0)
@@ -116,8 +126,10 @@ int make_command(const std::vector<std::string>& argv) {
     problem = "--segments " + std::to_string(*segments) + " does not divide the " +
               std::to_string(*layers / block_maps->num_gpt_layers) + " blocks";
   const std::int64_t blocks_per_segment = problem.empty() ? *layers / block_maps->num_gpt_layers / *segments : 0;
-  if (problem.empty() && blocks_per_segment * *segments * static_cast<std::int64_t>(block.size()) + *segments > kMaxPatternChars)
-    problem = "the pattern would be longer than " + std::to_string(kMaxPatternChars) + " characters (docs/cli.md, Limits)";
+  if (problem.empty() &&
+      blocks_per_segment * *segments * static_cast<std::int64_t>(block.size()) + *segments > kMaxPatternChars)
+    problem =
+        "the pattern would be longer than " + std::to_string(kMaxPatternChars) + " characters (docs/cli.md, Limits)";
   if (!problem.empty()) return bad_input(ErrorKind::invalid_argument, problem);
   std::string out;
   for (std::int64_t s = 0; s < *segments; ++s) {
@@ -138,7 +150,8 @@ int check_command(const std::vector<std::string>& argv) {
       std::cout << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
       return kExitOk;
     }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
+              << "\n"
               << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
     return kExitBadInput;
   }
@@ -157,25 +170,30 @@ int check_command(const std::vector<std::string>& argv) {
   const std::string main = parsed.main.value_or("");
   const std::int64_t segments = pattern::pipeline_segment_count(main);
   std::cout << "pattern    " << text << "\nlayers     " << pattern::strip_pipes(main).size() << " in " << segments
-            << " segment(s)" << (parsed.mtp_depth ? " + MTP '" + *parsed.mtp + "' x" + std::to_string(parsed.mtp_depth) : "")
+            << " segment(s)"
+            << (parsed.mtp_depth ? " + MTP '" + *parsed.mtp + "' x" + std::to_string(parsed.mtp_depth) : "")
             << "\nattention  " << count('*') << "\nmlp        " << count('-') << " dense, " << count('E') << " MoE"
-            << "\nmamba      " << count('M') << "\nother      " << count('G') + count('D') + count('+') << " (G, D, +)\n";
+            << "\nmamba      " << count('M') << "\nother      " << count('G') + count('D') + count('+')
+            << " (G, D, +)\n";
   bool ok = true;
   const auto maps = gpt_compatible_layer_maps(std::string_view(text));
   if (!maps.ok()) {
     std::cout << "gpt pairing  NO: " << to_string(maps.error().kind) << ": " << maps.error().message << "\n";
     ok = false;
   } else if (*gpt_layers >= 0 && maps->num_gpt_layers != *gpt_layers) {
-    std::cout << "gpt pairing  NO: the pattern pairs with " << maps->num_gpt_layers << " GPT layers, not " << *gpt_layers << "\n";
+    std::cout << "gpt pairing  NO: the pattern pairs with " << maps->num_gpt_layers << " GPT layers, not "
+              << *gpt_layers << "\n";
     ok = false;
   } else {
     std::cout << "gpt pairing  yes: one-to-one with a " << maps->num_gpt_layers << "-layer GPT checkpoint\n";
   }
   if (args->value("pp")) {
     for (std::int64_t rank = 0; rank < *pp; ++rank) {
-      const auto stage = pattern::select_segment(main, {rank, *pp, segments > *pp ? std::optional<std::int64_t>(0) : std::nullopt, {}, {}});
+      const auto stage = pattern::select_segment(
+          main, {rank, *pp, segments > *pp ? std::optional<std::int64_t>(0) : std::nullopt, {}, {}});
       if (!stage.ok()) {
-        std::cout << "pp rank " << rank << "  NO: " << to_string(stage.error().kind) << ": " << stage.error().message << "\n";
+        std::cout << "pp rank " << rank << "  NO: " << to_string(stage.error().kind) << ": " << stage.error().message
+                  << "\n";
         ok = false;
         break;
       }
@@ -198,7 +216,8 @@ int pattern_command(const std::vector<std::string>& args) {
     std::cout << "usage: interop-harness pattern maps|make|check ... (--help on each)\n";
     return kExitOk;
   }
-  std::cerr << "ERROR: invalid_argument: " << (sub.empty() ? "pattern needs a subcommand" : "unknown pattern subcommand '" + sub + "'")
+  std::cerr << "ERROR: invalid_argument: "
+            << (sub.empty() ? "pattern needs a subcommand" : "unknown pattern subcommand '" + sub + "'")
             << "\nusage: interop-harness pattern maps|make|check ... (--help on each)\n";
   return kExitBadInput;
 }

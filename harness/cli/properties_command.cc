@@ -13,7 +13,6 @@
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
 
-
 namespace ih::cli {
 namespace {
 
@@ -44,12 +43,14 @@ int list(bool mutants) {
 }
 
 void print_table(const std::vector<props::PropertyRun>& runs) {
-  std::cout << "\n" << std::left << std::setw(32) << "property" << std::right << std::setw(7) << "cases" << std::setw(15)
-            << "result" << std::setw(10) << "seconds" << std::setw(11) << "cases/s" << "\n";
+  std::cout << "\n"
+            << std::left << std::setw(32) << "property" << std::right << std::setw(7) << "cases" << std::setw(15)
+            << "result" << std::setw(10) << "seconds" << std::setw(11) << "cases/s"
+            << "\n";
   for (const props::PropertyRun& o : runs)
     std::cout << std::left << std::setw(32) << o.name << std::right << std::setw(7) << o.cases << std::setw(15)
-              << to_string(o.outcome) << std::setw(10) << std::fixed << std::setprecision(3) << o.seconds << std::setw(11)
-              << std::setprecision(0) << (o.seconds > 0 ? o.cases / o.seconds : 0) << "\n";
+              << to_string(o.outcome) << std::setw(10) << std::fixed << std::setprecision(3) << o.seconds
+              << std::setw(11) << std::setprecision(0) << (o.seconds > 0 ? o.cases / o.seconds : 0) << "\n";
 }
 
 }  // namespace
@@ -72,18 +73,23 @@ int properties_command(const std::vector<std::string>& argv) {
   for (const props::Property& p : props::all_properties())
     if (p.name.find(only) != std::string::npos) selected.push_back(&p);
   if (selected.empty())
-    return report_error(make_error(ErrorKind::invalid_argument, "--only '" + only + "' matches no property (see --list)"), kExitBadInput);
+    return report_error(
+        make_error(ErrorKind::invalid_argument, "--only '" + only + "' matches no property (see --list)"),
+        kExitBadInput);
 
   std::ostream& progress = args->has("json") ? std::cerr : std::cout;
   props::load_configuration();
   json::Json report{{"properties", json::Json::array()}};
   std::vector<props::PropertyRun> runs;
   std::vector<Outcome> outcomes;
-  const props::RunParams params{static_cast<std::uint64_t>(*seed), static_cast<int>(*cases), static_cast<int>(*size), {}};
+  const props::RunParams params{
+      static_cast<std::uint64_t>(*seed), static_cast<int>(*cases), static_cast<int>(*size), {}};
   for (const props::Property* p : selected) {
     progress << "INFO: [" << runs.size() + 1 << "/" << selected.size() << "] " << p->name << " ... " << std::flush;
     const props::PropertyRun o = p->run(**impl, params);
-    json::Json entry{{"name", p->name}, {"cases", o.cases}, {"ok", o.outcome == Outcome::passed},
+    json::Json entry{{"name", p->name},
+                     {"cases", o.cases},
+                     {"ok", o.outcome == Outcome::passed},
                      {"outcome", std::string(to_string(o.outcome))}};
     progress << to_string(o.outcome) << " (" << o.cases << " cases)\n";
     if (o.outcome == Outcome::failed) {
@@ -91,8 +97,9 @@ int properties_command(const std::vector<std::string>& argv) {
       add_target_options(token, spec);
       props::add_case_options(token, params, o);
       entry["token"] = to_string(token);
-      progress << "      " << o.description << "\n      minimal case (" << o.shrink_steps << " shrink steps): " << o.counterexample
-               << "\nREPRO: interop-harness repro " << to_string(token) << "\n";
+      progress << "      " << o.description << "\n      minimal case (" << o.shrink_steps
+               << " shrink steps): " << o.counterexample << "\nREPRO: interop-harness repro " << to_string(token)
+               << "\n";
     } else if (o.outcome != Outcome::passed) {
       progress << "      " << o.description << "\n";
     }
@@ -102,8 +109,10 @@ int properties_command(const std::vector<std::string>& argv) {
   }
   exit_code = exit_code_of(outcomes);
   report["ok"] = exit_code == kExitOk;
-  if (args->has("json")) std::cout << json::dump(report) << "\n";
-  else print_table(runs), std::cout << (exit_code == kExitOk ? "properties: PASSED\n" : "properties: FAILED\n");
+  if (args->has("json"))
+    std::cout << json::dump(report) << "\n";
+  else
+    print_table(runs), std::cout << (exit_code == kExitOk ? "properties: PASSED\n" : "properties: FAILED\n");
   return exit_code;
 }
 
@@ -162,29 +171,36 @@ int pin_command(const std::vector<std::string>& argv) {
                                    {"replay", true, "replay a pinned file instead (ctest does this)"},
                                    {"name", true, "file name (default: the check's name and a number)"},
                                    {"corpus", true, "corpus folder (default: the source tree's corpus/)"}},
-                                  0, 1},
+                                  0,
+                                  1},
                                  exit_code);
   if (!args) return exit_code;
   if (args->value("replay")) return replay_pinned(*args->value("replay"));
   if (args->positionals.size() != 1 || !args->value("reason") || args->value("reason")->find('\n') != std::string::npos)
-    return report_error(make_error(ErrorKind::invalid_argument, "pin needs a TOKEN and a one-line --reason"), kExitBadInput);
+    return report_error(make_error(ErrorKind::invalid_argument, "pin needs a TOKEN and a one-line --reason"),
+                        kExitBadInput);
   auto token = parse_repro_token(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
   if (token->check.rfind("property/", 0) == 0) {
     auto property = props::property_of(*token);
     if (!property.ok()) return report_error(property.error(), kExitBadInput);
   }
-  const std::filesystem::path dir = std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
+  const std::filesystem::path dir =
+      std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) return report_error(make_error(ErrorKind::invalid_argument, "cannot create " + dir.string() + ": " + error.message()), kExitBadInput);
+  if (error)
+    return report_error(
+        make_error(ErrorKind::invalid_argument, "cannot create " + dir.string() + ": " + error.message()),
+        kExitBadInput);
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();
     const auto existing = parse_pinned(text.str());
     if (existing.ok() && existing->token == *token)
-      return report_error(make_error(ErrorKind::invalid_argument, "already pinned as " + entry.path().string()), kExitBadInput);
+      return report_error(make_error(ErrorKind::invalid_argument, "already pinned as " + entry.path().string()),
+                          kExitBadInput);
   }
   std::string name = args->value("name").value_or("");
   for (int i = 1; name.empty() || std::filesystem::exists(dir / (name + ".pin")); ++i)

@@ -2,9 +2,9 @@
 #include <iostream>
 #include <iterator>
 
+#include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "codec/json_codec.h"
 #include "seam/reference_implementation.h"
 
 namespace ih::cli {
@@ -16,11 +16,14 @@ int retarget_command(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || !args->value("pattern") || !args->positionals.empty()) {
     if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)", flags);
+      std::cout << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)",
+                         flags);
       return kExitOk;
     }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message) << "\n"
-              << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)", flags);
+    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
+              << "\n"
+              << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)",
+                       flags);
     return kExitBadInput;
   }
   const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -36,7 +39,8 @@ int retarget_command(const std::vector<std::string>& argv) {
   auto retargeted = reference.retarget(*args->value("pattern"), *entries);
   if (!retargeted.ok()) return fail(retargeted.error());
   const json::Json out = json::entries_to_json(*retargeted);
-  std::cout << (args->has("pretty") ? out.dump(2, ' ', false, json::Json::error_handler_t::replace) : json::dump(out)) << "\n";
+  std::cout << (args->has("pretty") ? out.dump(2, ' ', false, json::Json::error_handler_t::replace) : json::dump(out))
+            << "\n";
   return kExitOk;
 }
 

@@ -6,18 +6,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
+#include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
-#include "codec/json_codec.h"
+#include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/roundtrip/roundtrip_plan.h"
 #include "harness/roundtrip/world_run.h"
-#include "harness/install/data_dir.h"
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -48,8 +48,11 @@ struct WorkDir {
 
 void print_summary(const json::Json& s, std::ostream& out) {
   const bool ok = s.value("ok", false);
-  out << "roundtrip: " << (ok ? "PASS" : s.value("cannot_run", false) ? "CANNOT RUN (no verdict)" : "FAIL") << ": " << s.value("tensors_checked", 0) << " tensors, "
-      << s.value("elements_checked", 0) << " elements checked";
+  out << "roundtrip: "
+      << (ok                             ? "PASS"
+          : s.value("cannot_run", false) ? "CANNOT RUN (no verdict)"
+                                         : "FAIL")
+      << ": " << s.value("tensors_checked", 0) << " tensors, " << s.value("elements_checked", 0) << " elements checked";
   if (s.contains("objects_checked")) out << ", " << s.value("objects_checked", 0) << " objects";
   if (s.contains("fresh_checked")) out << ", " << s.value("fresh_checked", 0) << " fresh entries untouched";
   if (s.value("optimizer_mirrors_checked", 0) > 0)
@@ -100,7 +103,8 @@ int worlds_command(const ParsedArgs& args) {
                                 {"load-ranks", &load_ranks, 64},
                                 {"timeout", &timeout_s, 86400}}) {
     auto v = args.int_value(flag, *slot);
-    if (!v.ok() || *v < 1 || *v > hi) return bad(std::string("--") + flag + " must be an integer in [1, " + std::to_string(hi) + "]");
+    if (!v.ok() || *v < 1 || *v > hi)
+      return bad(std::string("--") + flag + " must be an integer in [1, " + std::to_string(hi) + "]");
     *slot = *v;
   }
   const std::string device = args.value("device").value_or("cpu");
@@ -109,7 +113,8 @@ int worlds_command(const ParsedArgs& args) {
   if (modes != 1) return bad("worlds mode needs exactly one of --scenario NAME, --all, --seed S");
   if (args.has("target") && args.value("target").value_or("") != "megatron") return bad("--target must be megatron");
   for (const char* legacy : {"pattern", "save-tp", "save-pp", "load-tp", "load-pp", "gated", "optimizer"})
-    if (args.has(legacy)) return bad(std::string("--") + legacy + " belongs to the single-scenario mode; scenarios fix their layouts");
+    if (args.has(legacy))
+      return bad(std::string("--") + legacy + " belongs to the single-scenario mode; scenarios fix their layouts");
   if (auto fault = args.value("fault")) {
     const bool ok = *fault == "truncate" || fault->rfind("kill_save:", 0) == 0 || fault->rfind("hang_load:", 0) == 0;
     if (!ok) return bad("--fault must be kill_save:RANK, hang_load:RANK or truncate");
@@ -128,9 +133,12 @@ int worlds_command(const ParsedArgs& args) {
     for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
     for (const auto& name : names) {
       auto s = make_world_scenario(name, save_ranks, load_ranks);
-      if (s.ok()) scenarios.push_back(*s);
-      else if (s.error().kind == ErrorKind::unsupported) not_run.push_back(name + ": " + s.error().message);
-      else return bad(s.error().message);
+      if (s.ok())
+        scenarios.push_back(*s);
+      else if (s.error().kind == ErrorKind::unsupported)
+        not_run.push_back(name + ": " + s.error().message);
+      else
+        return bad(s.error().message);
     }
     for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
   } else {
@@ -144,7 +152,8 @@ int worlds_command(const ParsedArgs& args) {
   std::ostream& progress = as_json ? std::cerr : std::cout;
   for (const auto& n : not_run) progress << "roundtrip: NOT RUN " << n << "\n";
   if (scenarios.empty()) {
-    std::cerr << "ERROR: invalid_argument: no scenario fits " << save_ranks << " save / " << load_ranks << " load ranks\n";
+    std::cerr << "ERROR: invalid_argument: no scenario fits " << save_ranks << " save / " << load_ranks
+              << " load ranks\n";
     return kExitBadInput;
   }
 
@@ -185,16 +194,18 @@ int worlds_command(const ParsedArgs& args) {
     for (int attempt = 0; attempt < 2 && !snapshot; ++attempt) {
       if (std::filesystem::is_directory(root, ec))
         for (const auto& d : std::filesystem::directory_iterator(root, ec))
-          if (std::filesystem::exists(d.path() / "megatron" / "core" / "ssm" / "gated_delta_product.py")) snapshot = d.path().string();
+          if (std::filesystem::exists(d.path() / "megatron" / "core" / "ssm" / "gated_delta_product.py"))
+            snapshot = d.path().string();
       if (!snapshot && attempt == 0) {
         options.progress("extracting the Megatron-LM snapshot (bash ci/megatron-snapshot.sh) for the GTP scenarios");
-        (void)run_child({"bash", std::string(IH_SOURCE_DIR_PATH) + "/ci/megatron-snapshot.sh"}, std::chrono::seconds(600),
-                        [](const std::string&) {});
+        (void)run_child({"bash", std::string(IH_SOURCE_DIR_PATH) + "/ci/megatron-snapshot.sh"},
+                        std::chrono::seconds(600), [](const std::string&) {});
       }
     }
     if (!snapshot) {
       for (const auto& s : gtp_scenarios)
-        progress << "roundtrip: NOT RUN " << s.name << ": no Megatron-LM checkout with GDP + GTP (ci/megatron-snapshot.sh)\n";
+        progress << "roundtrip: NOT RUN " << s.name
+                 << ": no Megatron-LM checkout with GDP + GTP (ci/megatron-snapshot.sh)\n";
       gtp_scenarios.clear();
     }
   }
@@ -236,10 +247,16 @@ int worlds_command(const ParsedArgs& args) {
   const int code = report->exit_code();
   json::Json list = json::Json::array();
   for (const auto& s : report->scenarios) {
-    list.push_back(json::Json{{"name", s.name}, {"save_ranks", s.save_ranks}, {"load_ranks", s.load_ranks},
-                              {"device", s.device}, {"ok", s.ok}, {"elements_verified", s.elements_verified},
-                              {"wrong_elements", s.wrong_elements}, {"peak_bytes_per_rank", s.peak_bytes_per_rank},
-                              {"save_seconds", s.save_seconds}, {"load_seconds", s.load_seconds}});
+    list.push_back(json::Json{{"name", s.name},
+                              {"save_ranks", s.save_ranks},
+                              {"load_ranks", s.load_ranks},
+                              {"device", s.device},
+                              {"ok", s.ok},
+                              {"elements_verified", s.elements_verified},
+                              {"wrong_elements", s.wrong_elements},
+                              {"peak_bytes_per_rank", s.peak_bytes_per_rank},
+                              {"save_seconds", s.save_seconds},
+                              {"load_seconds", s.load_seconds}});
     std::ostringstream line;
     line << std::fixed << std::setprecision(2) << (s.ok ? "PASS " : "FAIL ") << s.name << ": save " << s.save_layout
          << " -> load " << s.load_layout << " on " << s.device << ": " << s.elements_verified << " elements verified, "
@@ -257,17 +274,18 @@ int worlds_command(const ParsedArgs& args) {
     for (const char* phase : {"save", "load"}) {
       const std::string m = std::string("memory_") + phase, t = std::string("throughput_") + phase;
       if (!d.contains(m) || !d.contains(t)) continue;
-      line << std::setprecision(3) << "\n    " << phase << ": peak RSS " << mib(d[m].value("peak_rss_bytes", std::int64_t{0}))
-           << " (+" << mib(d[m].value("peak_rss_growth_bytes", std::int64_t{0})) << " during the call)";
+      line << std::setprecision(3) << "\n    " << phase << ": peak RSS "
+           << mib(d[m].value("peak_rss_bytes", std::int64_t{0})) << " (+"
+           << mib(d[m].value("peak_rss_growth_bytes", std::int64_t{0})) << " during the call)";
       if (d[m].contains("cuda_max_reserved"))
         line << ", CUDA max allocated " << mib(d[m].value("cuda_max_allocated", std::int64_t{0})) << " reserved "
              << mib(d[m].value("cuda_max_reserved", std::int64_t{0}));
       if (d[m].contains("cuda_reserved_growth_3_saves"))
         line << ", reserved growth over 3 saves " << mib(d[m].value("cuda_reserved_growth_3_saves", std::int64_t{0}));
       if (!d[t].empty())
-        line << "; " << std::setprecision(1) << d[t].value("bytes_per_second_per_rank", 0.0) / 1e6 << " MB/s per rank vs memcpy "
-             << d[t].value("memcpy_bytes_per_second_per_rank", 0.0) / 1e6 << " MB/s: ratio " << std::setprecision(4)
-             << d[t].value("ratio_to_memcpy", 0.0);
+        line << "; " << std::setprecision(1) << d[t].value("bytes_per_second_per_rank", 0.0) / 1e6
+             << " MB/s per rank vs memcpy " << d[t].value("memcpy_bytes_per_second_per_rank", 0.0) / 1e6
+             << " MB/s: ratio " << std::setprecision(4) << d[t].value("ratio_to_memcpy", 0.0);
     }
     for (const auto& p : s.problems) line << "\n    " << p;
     progress << line.str() << "\n";
@@ -278,13 +296,16 @@ int worlds_command(const ParsedArgs& args) {
   }
   if (work.keep) {
     json::Json full = json::Json::array();
-    for (const auto& s : report->scenarios) full.push_back(json::Json{{"name", s.name}, {"ok", s.ok}, {"details", s.details}, {"problems", s.problems}});
+    for (const auto& s : report->scenarios)
+      full.push_back(json::Json{{"name", s.name}, {"ok", s.ok}, {"details", s.details}, {"problems", s.problems}});
     std::ofstream(work.path / "report.json") << json::dump(full) << "\n";
   }
   const bool all_ok = code == 0;
-  if (as_json) std::cout << json::dump(json::Json{{"ok", all_ok}, {"scenarios", list}}) << "\n";
-  else std::cout << "roundtrip: " << (all_ok ? "PASS" : "FAIL") << " (" << report->scenarios.size() << " scenario(s), "
-                 << save_ranks << " -> " << load_ranks << " ranks, " << device << ")\n";
+  if (as_json)
+    std::cout << json::dump(json::Json{{"ok", all_ok}, {"scenarios", list}}) << "\n";
+  else
+    std::cout << "roundtrip: " << (all_ok ? "PASS" : "FAIL") << " (" << report->scenarios.size() << " scenario(s), "
+              << save_ranks << " -> " << load_ranks << " ranks, " << device << ")\n";
   return code;
 }
 
@@ -320,13 +341,15 @@ int roundtrip_command(const std::vector<std::string>& argv) {
       "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
       "[--gated] [--optimizer] [--json]\n"
       "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
-      "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]   (worlds mode: mpirun, LibTorch verifier)\n"
+      "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]   (worlds mode: mpirun, LibTorch "
+      "verifier)\n"
       "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
       "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
   auto args = parse_args(argv, flags);
   if (!args.ok() || args->has("help") || !args->positionals.empty()) {
-    std::cerr << (args.ok() ? (args->positionals.empty() ? "" : "ERROR: unexpected argument '" + args->positionals[0] + "'\n")
-                            : "ERROR: " + args.error().message + "\n")
+    std::cerr << (args.ok()
+                      ? (args->positionals.empty() ? "" : "ERROR: unexpected argument '" + args->positionals[0] + "'\n")
+                      : "ERROR: " + args.error().message + "\n")
               << usage(synopsis, flags);
     return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
   }
@@ -388,8 +411,9 @@ int roundtrip_command(const std::vector<std::string>& argv) {
               << "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)\n";
     return kExitHarnessError;
   }
-  std::vector<std::string> cmd = {python, script, "--plan", (work.path / "plan.json").string(), "--timeout",
-                                  std::to_string(timeout_s > 10 ? timeout_s - 5 : timeout_s)};
+  std::vector<std::string> cmd = {python,      script,
+                                  "--plan",    (work.path / "plan.json").string(),
+                                  "--timeout", std::to_string(timeout_s > 10 ? timeout_s - 5 : timeout_s)};
   if (auto path = args->value("megatron-path")) cmd.insert(cmd.end(), {"--megatron-path", *path});
   if (auto mutant = args->value("mutant")) cmd.insert(cmd.end(), {"--mutant", *mutant});
   if (args->has("no-cpu-patches")) cmd.push_back("--no-cpu-patches");
@@ -413,19 +437,23 @@ int roundtrip_command(const std::vector<std::string>& argv) {
   }
   if (outcome->timed_out) {
     std::cerr << "ERROR: timeout: roundtrip.py did not finish within " << timeout_s
-              << " s; killed with its rank workers. stderr tail:\n" << outcome->stderr_tail << "\n";
+              << " s; killed with its rank workers. stderr tail:\n"
+              << outcome->stderr_tail << "\n";
     if (as_json) std::cout << json::dump(json::Json{{"ok", false}, {"error", {{"kind", "timeout"}}}}) << "\n";
     return kExitTimeout;
   }
   const int rc = outcome->signaled ? -1 : outcome->exit_code;
   if (!summary) {
-    std::cerr << "ERROR: harness_error: roundtrip.py ended (" << (outcome->signaled ? "signal " + std::to_string(outcome->signal)
-                                                                                    : "exit " + std::to_string(rc))
-              << ") without a summary. stderr tail:\n" << outcome->stderr_tail << "\n";
+    std::cerr << "ERROR: harness_error: roundtrip.py ended ("
+              << (outcome->signaled ? "signal " + std::to_string(outcome->signal) : "exit " + std::to_string(rc))
+              << ") without a summary. stderr tail:\n"
+              << outcome->stderr_tail << "\n";
     return kExitHarnessError;
   }
-  if (as_json) std::cout << json::dump(*summary) << "\n";
-  else print_summary(*summary, std::cout);
+  if (as_json)
+    std::cout << json::dump(*summary) << "\n";
+  else
+    print_summary(*summary, std::cout);
   const bool ok = summary->value("ok", false);
   if (ok && rc == 0) return kExitOk;
   if (rc == kExitCannotRun || summary->value("cannot_run", false)) {

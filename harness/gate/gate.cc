@@ -13,9 +13,8 @@
 namespace ih::gate {
 
 Check Check::simple(std::string group, std::string name, std::function<Result<std::string>(Implementation&)> body) {
-  return Check{std::move(group), std::move(name), [body = std::move(body)](Implementation& target) {
-                 return answer_of(body(target));
-               }};
+  return Check{std::move(group), std::move(name),
+               [body = std::move(body)](Implementation& target) { return answer_of(body(target)); }};
 }
 
 CheckAnswer answer_of(const Result<std::string>& result) {
@@ -34,8 +33,9 @@ Result<std::vector<Check>> with_unique_names(std::vector<Check> checks) {
   std::set<std::string> seen;
   for (const Check& check : checks)
     if (!seen.insert(check.check_name()).second)
-      return make_error(ErrorKind::invalid_argument, "two gate checks are called '" + check.check_name() +
-                                                         "' (a pinned case listed twice?): a token must name one check");
+      return make_error(ErrorKind::invalid_argument,
+                        "two gate checks are called '" + check.check_name() +
+                            "' (a pinned case listed twice?): a token must name one check");
   return checks;
 }
 
@@ -111,8 +111,8 @@ std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Ch
                                     const KnownFindings& known, std::ostream& progress) {
   std::vector<CheckResult> results;
   for (std::size_t i = 0; i < checks.size(); ++i) {
-    progress << "INFO: [" << i + 1 << "/" << checks.size() << "] " << checks[i].group << ": " << checks[i].name << " ... "
-             << std::flush;
+    progress << "INFO: [" << i + 1 << "/" << checks.size() << "] " << checks[i].group << ": " << checks[i].name
+             << " ... " << std::flush;
     results.push_back(run_one(target, checks[i], base, known));
     progress << progress_word(results.back()) << "\n";
   }
@@ -131,7 +131,8 @@ std::string summary_table(const std::vector<CheckResult>& results) {
   std::ostringstream out;
   out << std::left << std::setw(22) << "group" << std::right;
   for (Outcome o : kColumns) out << std::setw(15) << to_string(o);
-  out << std::setw(10) << "seconds" << "\n";
+  out << std::setw(10) << "seconds"
+      << "\n";
   for (const std::string& group : order) {
     out << std::left << std::setw(22) << group << std::right;
     for (Outcome o : kColumns) out << std::setw(15) << counts[group][o];
@@ -146,7 +147,9 @@ std::string summary_table(const std::vector<CheckResult>& results) {
         break;
       case Outcome::known_finding: out << "KNOWN FINDING " << where << "\n      " << *r.known_finding << "\n"; break;
       case Outcome::not_run: out << "NOT RUN " << where << "\n      " << r.answer.detail << "\n"; break;
-      case Outcome::harness_error: out << "HARNESS ERROR (no verdict) " << where << "\n      " << r.answer.detail << "\n"; break;
+      case Outcome::harness_error:
+        out << "HARNESS ERROR (no verdict) " << where << "\n      " << r.answer.detail << "\n";
+        break;
       case Outcome::timeout: out << "TIMEOUT (no verdict) " << where << "\n      " << r.answer.detail << "\n"; break;
       case Outcome::passed:
         if (!r.answer.detail.empty()) out << "STALE FINDING " << where << "\n      " << r.answer.detail << "\n";

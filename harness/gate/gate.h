@@ -19,10 +19,10 @@ namespace ih::gate {
 /// What one check concluded.
 struct CheckAnswer {
   Outcome outcome = Outcome::passed;
-  std::string detail;                   // the first disagreement, or why there is no verdict
-  std::string minimal_case;             // the smallest input that shows it (properties: the shrunk case)
-  std::optional<ReproToken> case_token; // a token naming exactly the failing case (properties: rc=...)
-  std::optional<props::GtpCase> layout; // the failing in_proj layout, drawn in the reports
+  std::string detail;                    // the first disagreement, or why there is no verdict
+  std::string minimal_case;              // the smallest input that shows it (properties: the shrunk case)
+  std::optional<ReproToken> case_token;  // a token naming exactly the failing case (properties: rc=...)
+  std::optional<props::GtpCase> layout;  // the failing in_proj layout, drawn in the reports
 };
 
 /// One named check. `name` is stable: tokens and known findings refer to it, never to a position.
@@ -45,7 +45,7 @@ struct CheckResult {
   std::string group;
   std::string name;
   CheckAnswer answer;
-  ReproToken token;             // replays this check (or, for properties, its failing case)
+  ReproToken token;                          // replays this check (or, for properties, its failing case)
   std::optional<std::string> known_finding;  // the reason of the pinned finding this failure matches
   double seconds = 0;
 };

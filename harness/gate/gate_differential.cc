@@ -2,10 +2,10 @@
 // disagreement (inputs enumerated shortest first, so it is a minimal case) is shown side by side.
 #include <functional>
 
-#include "harness/gate/gate.h"
 #include "codec/json_codec.h"
-#include "seam/reference_implementation.h"
+#include "harness/gate/gate.h"
 #include "models/synthetic_model.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::gate {
 namespace {
@@ -40,7 +40,9 @@ Result<std::string> compare_all(const std::vector<std::string>& inputs,
   for (const std::string& input : inputs) {
     IH_TRY_ASSIGN(got, target_answer(input));
     const std::string want = reference_answer(input);
-    if (got != want) return "minimal case " + json::dump(json::Json(input)) + "\n      reference: " + want + "\n      target:    " + got;
+    if (got != want)
+      return "minimal case " + json::dump(json::Json(input)) + "\n      reference: " + want +
+             "\n      target:    " + got;
   }
   return std::string();
 }
@@ -48,7 +50,8 @@ Result<std::string> compare_all(const std::vector<std::string>& inputs,
 Result<std::string> check_layer_maps(Implementation& target) {
   ReferenceImplementation reference;
   auto inputs = all_strings("M*-E|/DG+X", 4);
-  for (const char* longer : {"M*-M*-*-M*-*-", "MM*EM*E|M*E", "*-*-/MM/MM", "M*-|M*-|M*-|M*-", "**--MM", "E*E*", "M*-M*E-"})
+  for (const char* longer :
+       {"M*-M*-*-M*-*-", "MM*EM*E|M*E", "*-*-/MM/MM", "M*-|M*-|M*-|M*-", "**--MM", "E*E*", "M*-M*E-"})
     inputs.push_back(longer);
   return compare_all(
       inputs,
@@ -62,7 +65,8 @@ Result<std::string> check_layer_maps(Implementation& target) {
 
 std::string parsed_text(const pattern::ParsedPattern& p) {
   return json::dump(json::Json{{"main", p.main ? json::Json(*p.main) : json::Json(nullptr)},
-                               {"mtp", p.mtp ? json::Json(*p.mtp) : json::Json(nullptr)}, {"depth", p.mtp_depth}});
+                               {"mtp", p.mtp ? json::Json(*p.mtp) : json::Json(nullptr)},
+                               {"depth", p.mtp_depth}});
 }
 
 Result<std::string> check_parse(Implementation& target) {
@@ -96,10 +100,12 @@ Result<std::string> check_segments(Implementation& target) {
               const std::string want_text = outcome_text(reference.select_segment(main, request), show);
               const std::string got_text = outcome_text(got, show);
               if (got_text != want_text) {
-                const auto opt = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("None"); };
-                return "minimal case pattern '" + main + "' pp_rank " + std::to_string(rank) + " pp_size " + std::to_string(pp) +
-                       " vp " + opt(vp) + " first " + opt(first) + " last " + opt(last) + "\n      reference: " + want_text +
-                       "\n      target:    " + got_text;
+                const auto opt = [](const std::optional<std::int64_t>& v) {
+                  return v ? std::to_string(*v) : std::string("None");
+                };
+                return "minimal case pattern '" + main + "' pp_rank " + std::to_string(rank) + " pp_size " +
+                       std::to_string(pp) + " vp " + opt(vp) + " first " + opt(first) + " last " + opt(last) +
+                       "\n      reference: " + want_text + "\n      target:    " + got_text;
               }
             }
   }
@@ -112,7 +118,8 @@ std::vector<FlatEntry> edge_entries() {
     return Leaf(ShardedTensor::from_rank_offsets(std::move(key), std::move(local), {}).value());
   };
   const auto object = [](std::string key, Shape shape, Shape offset) {
-    return Leaf(ShardedObject{std::move(key), std::nullopt, std::move(shape), std::move(offset), ReplicaId::tuple({0, 1, 0})});
+    return Leaf(
+        ShardedObject{std::move(key), std::nullopt, std::move(shape), std::move(offset), ReplicaId::tuple({0, 1, 0})});
   };
   return {
       {"leading_zero", tensor("decoder.layers.01.self_attention.linear_qkv.weight", {4})},
@@ -153,7 +160,9 @@ Result<std::string> check_retarget(Implementation& target) {
   // Unbuilt SwiGLU factories: retargeting must wrap each build exactly once (spec 2.5).
   ModelConfig gated;
   gated.gated_mlp = true;
-  cases.push_back({"M*-M*-", flatten(hybrid_sharded_state_dict(gated, "M*-M*-", {.tp = 2, .tp_rank = 1}, OptimizerStates::adam()).value())});
+  cases.push_back(
+      {"M*-M*-",
+       flatten(hybrid_sharded_state_dict(gated, "M*-M*-", {.tp = 2, .tp_rank = 1}, OptimizerStates::adam()).value())});
   for (const auto& [pattern, entries] : cases) {
     auto got = target.retarget(pattern, entries);
     if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
@@ -161,11 +170,14 @@ Result<std::string> check_retarget(Implementation& target) {
     const std::function<std::string(const std::vector<FlatEntry>&)> show = entries_text;
     if (outcome_text(got, show) == outcome_text(want, show)) continue;
     if (!got.ok() || !want.ok())
-      return "pattern '" + pattern + "'\n      reference: " + outcome_text(want, show) + "\n      target:    " + outcome_text(got, show);
+      return "pattern '" + pattern + "'\n      reference: " + outcome_text(want, show) +
+             "\n      target:    " + outcome_text(got, show);
     for (std::size_t i = 0; i < std::max(got->size(), want->size()); ++i) {
       const std::string a = i < want->size() ? entries_text({(*want)[i]}) : "(none)";
       const std::string b = i < got->size() ? entries_text({(*got)[i]}) : "(none)";
-      if (a != b) return "pattern '" + pattern + "', entry " + std::to_string(i) + "\n      reference: " + a + "\n      target:    " + b;
+      if (a != b)
+        return "pattern '" + pattern + "', entry " + std::to_string(i) + "\n      reference: " + a +
+               "\n      target:    " + b;
     }
   }
   return std::string();
@@ -177,14 +189,18 @@ Result<std::string> check_fsdp(Implementation& target) {
       "optimizer.state.module.module.decoder.layers.0.self_attention.linear_qkv.weight",
       "model.module.decoder.layers.1.mlp.linear_fc1.weight", "model.decoder.layers.1.mlp.linear_fc1.weight",
       "model.xdecoder.final_layernorm.weight"};
-  const std::vector<std::string> keys = {
-      "module.module.module.decoder.layers.1.self_attention.linear_qkv.weight", "decoder.layers.5.mlp.linear_fc1.weight",
-      "decoder.layers.0.mixer.in_proj.weight", "output_layer._extra_state", "decoder.final_norm.weight",
-      "module.decoder.layers.4.self_attention.linear_qkv.weight", "decoder.layers.7.mlp.linear_fc1.weight"};
+  const std::vector<std::string> keys = {"module.module.module.decoder.layers.1.self_attention.linear_qkv.weight",
+                                         "decoder.layers.5.mlp.linear_fc1.weight",
+                                         "decoder.layers.0.mixer.in_proj.weight",
+                                         "output_layer._extra_state",
+                                         "decoder.final_norm.weight",
+                                         "module.decoder.layers.4.self_attention.linear_qkv.weight",
+                                         "decoder.layers.7.mlp.linear_fc1.weight"};
   const std::function<std::string(const std::optional<std::string>&)> show = [](const std::optional<std::string>& k) {
     return k ? "'" + *k + "'" : std::string("None (omitted)");
   };
-  for (const auto& with_keys : {std::optional<std::vector<std::string>>(), std::optional<std::vector<std::string>>(checkpoint_keys)})
+  for (const auto& with_keys :
+       {std::optional<std::vector<std::string>>(), std::optional<std::vector<std::string>>(checkpoint_keys)})
     for (const std::string& key : keys) {
       auto got = target.fsdp_key("M*-M*-", key, with_keys);
       if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
@@ -201,7 +217,8 @@ Result<std::string> check_fsdp(Implementation& target) {
 std::vector<Check> differential_checks() {
   return {Check::simple("differential", "layer maps, all patterns up to length 4 over M*-E|/DG+X", check_layer_maps),
           Check::simple("differential", "parse, all patterns up to length 4 over M*D|/X", check_parse),
-          Check::simple("differential", "pipeline segments, patterns up to length 4, PP 1-3, VPP, first/last", check_segments),
+          Check::simple("differential", "pipeline segments, patterns up to length 4, PP 1-3, VPP, first/last",
+                        check_segments),
           Check::simple("differential", "retarget: edge entries and synthetic TP/EP state dicts", check_retarget),
           Check::simple("differential", "FSDP explicit keys with and without checkpoint keys", check_fsdp)};
 }

@@ -3,11 +3,11 @@
 // and planted-broken metadata, and FSDP state-dict trees.
 #include <functional>
 
-#include "harness/gate/gate.h"
 #include "codec/json_codec.h"
-#include "seam/reference_implementation.h"
+#include "harness/gate/gate.h"
 #include "models/split_factory.h"
 #include "models/synthetic_model.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::gate {
 namespace {
@@ -21,7 +21,9 @@ std::string chunks_text(const Result<std::vector<ShardedTensor>>& chunks) {
 
 Result<std::string> check_split_chunks(Implementation& target) {
   ReferenceImplementation reference;
-  struct Case { std::int64_t d_inner, group_state, heads, householder; };
+  struct Case {
+    std::int64_t d_inner, group_state, heads, householder;
+  };
   for (const Case& c : {Case{2, 1, 1, 3}, Case{10, 3, 2, 3}, Case{256, 256, 4, 3}, Case{8, 4, 2, 1}}) {
     IH_TRY_ASSIGN(layout, gdp_in_proj_layout(GdpDims{c.d_inner, c.group_state, c.heads, c.householder}));
     IH_TRY_ASSIGN(rows, layout.total_rows());
@@ -33,8 +35,9 @@ Result<std::string> check_split_chunks(Implementation& target) {
         const std::string want_text = chunks_text(reference.split_chunks(orig, layout)), got_text = chunks_text(got);
         if (got_text != want_text)
           return "GDP in_proj d_inner " + std::to_string(c.d_inner) + " group_state " + std::to_string(c.group_state) +
-                 " heads " + std::to_string(c.heads) + " M " + std::to_string(c.householder) + ", TP " + std::to_string(tp) +
-                 " rank " + std::to_string(t) + "\n      reference: " + want_text + "\n      target:    " + got_text;
+                 " heads " + std::to_string(c.heads) + " M " + std::to_string(c.householder) + ", TP " +
+                 std::to_string(tp) + " rank " + std::to_string(t) + "\n      reference: " + want_text +
+                 "\n      target:    " + got_text;
       }
   }
   return std::string();
@@ -66,26 +69,36 @@ std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> plante
   return {
       {"valid TP2 save", [](GlobalMetadata&) {}},
       {"replicated norm written by both TP ranks",
-       [=](GlobalMetadata& m) { tensor_named(m, 1, "linear_qkv.layer_norm_weight")->replica_id = ReplicaId::tuple({0, 0, 0}); }},
+       [=](GlobalMetadata& m) {
+         tensor_named(m, 1, "linear_qkv.layer_norm_weight")->replica_id = ReplicaId::tuple({0, 0, 0});
+       }},
       {"one TP rank's qkv shard missing",
        [](GlobalMetadata& m) {
-         std::erase_if(m.tensors, [](const RankedTensor& t) { return t.rank == 1 && t.tensor.key.ends_with("linear_qkv.weight"); });
+         std::erase_if(m.tensors, [](const RankedTensor& t) {
+           return t.rank == 1 && t.tensor.key.ends_with("linear_qkv.weight");
+         });
        }},
       {"uneven (irregular) pieces with a hole, which Megatron skips",
        [=](GlobalMetadata& m) {
          for (RankedTensor& t : m.tensors)
            if (t.tensor.key.ends_with("linear_fc1.weight")) t.tensor.axis_fragmentations.reset();
-         std::erase_if(m.tensors, [](const RankedTensor& t) { return t.rank == 1 && t.tensor.key.ends_with("linear_fc1.weight"); });
+         std::erase_if(m.tensors, [](const RankedTensor& t) {
+           return t.rank == 1 && t.tensor.key.ends_with("linear_fc1.weight");
+         });
        }},
       {"regular and irregular entries under one key",
        [=](GlobalMetadata& m) { tensor_named(m, 1, "linear_fc2.weight")->axis_fragmentations.reset(); }},
       {"extra-state object saved twice",
        [](GlobalMetadata& m) {
          for (RankedObject& o : m.objects)
-           if (o.rank == 1 && o.object.key.ends_with("linear_proj._extra_state")) o.object.replica_id = ReplicaId::tuple({0, 0, 0});
+           if (o.rank == 1 && o.object.key.ends_with("linear_proj._extra_state"))
+             o.object.replica_id = ReplicaId::tuple({0, 0, 0});
        }},
       {"extra-state object missing",
-       [](GlobalMetadata& m) { std::erase_if(m.objects, [](const RankedObject& o) { return o.object.key.ends_with("linear_qkv._extra_state"); }); }},
+       [](GlobalMetadata& m) {
+         std::erase_if(m.objects,
+                       [](const RankedObject& o) { return o.object.key.ends_with("linear_qkv._extra_state"); });
+       }},
   };
 }
 
@@ -116,12 +129,15 @@ Result<std::string> check_fsdp_trees(Implementation& target) {
     "module.decoder.layers.3.mixer.D": {"exp_avg": 3}, "module.decoder.layers.5.mlp.linear_fc2.weight": {"step": 4}},
     "param_to_group_meta": {"module.decoder.layers.2.mlp.linear_fc1.weight": [0, {"lr": 1}]}, "0": {"nested": [1, 2]}})");
   const std::vector<std::string> checkpoint_keys = {
-      "model.module.decoder.layers.0.self_attention.linear_qkv.weight", "model.module.decoder.layers.0.mlp.linear_fc1.weight",
-      "model.module.decoder.final_layernorm.weight", "model.module.embedding.word_embeddings.weight",
+      "model.module.decoder.layers.0.self_attention.linear_qkv.weight",
+      "model.module.decoder.layers.0.mlp.linear_fc1.weight",
+      "model.module.decoder.final_layernorm.weight",
+      "model.module.embedding.word_embeddings.weight",
       "optimizer.state.module.decoder.layers.0.self_attention.linear_qkv.weight.exp_avg",
       "optimizer.state.module.decoder.layers.0.self_attention.linear_qkv.weight.exp_avg_sq",
       "optimizer.state.module.decoder.layers.1.mlp.linear_fc2.weight.step"};
-  for (const auto& [tree, prefix] : {std::pair{model, std::string("model")}, std::pair{optimizer, std::string("optimizer")}})
+  for (const auto& [tree, prefix] :
+       {std::pair{model, std::string("model")}, std::pair{optimizer, std::string("optimizer")}})
     for (const auto& keys : {std::optional<std::vector<std::string>>(), std::optional(checkpoint_keys)}) {
       const StateNode input = json::tree_from_json(tree);
       auto got = target.fsdp_retarget(pattern, input, keys, prefix);
@@ -131,7 +147,8 @@ Result<std::string> check_fsdp_trees(Implementation& target) {
         return r.ok() ? json::dump(json::tree_to_json(*r)) : "error " + std::string(to_string(r.error().kind));
       };
       if (show(got) != show(want))
-        return prefix + " tree" + (keys ? " with checkpoint keys" : "") + "\n      reference: " + show(want) + "\n      target:    " + show(got);
+        return prefix + " tree" + (keys ? " with checkpoint keys" : "") + "\n      reference: " + show(want) +
+               "\n      target:    " + show(got);
     }
   return std::string();
 }
@@ -154,10 +171,12 @@ Result<std::string> check_gtp_padding(Implementation& target) {
           return "D " + std::to_string(rows) + ", G " + std::to_string(gtp) + ", p " + std::to_string(pad) +
                  "\n      reference: " + want_text + "\n      target:    " + got_text;
       }
-  for (const auto& [rows, gtp, pad] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{{61760, 64, 32}, {2064, 2, 32}, {1160, 4, 16}}) {
+  for (const auto& [rows, gtp, pad] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
+           {61760, 64, 32}, {2064, 2, 32}, {1160, 4, 16}}) {
     auto got = target.gtp_padding(rows, gtp, pad);
     if (padding_text(got) != padding_text(reference.gtp_padding(rows, gtp, pad)))
-      return "D " + std::to_string(rows) + " (spec 4.8-4.10)\n      reference: " + padding_text(reference.gtp_padding(rows, gtp, pad)) +
+      return "D " + std::to_string(rows) +
+             " (spec 4.8-4.10)\n      reference: " + padding_text(reference.gtp_padding(rows, gtp, pad)) +
              "\n      target:    " + padding_text(got);
   }
   return std::string();
@@ -165,15 +184,20 @@ Result<std::string> check_gtp_padding(Implementation& target) {
 
 std::string pieces_text(const Result<StateNode>& built) {
   if (!built.ok()) return "error " + std::string(to_string(built.error().kind));
-  if (built->is_leaf()) return std::holds_alternative<LocalNonpersistent>(built->leaf()) ? "local (all padding)" : "a non-local leaf";
+  if (built->is_leaf())
+    return std::holds_alternative<LocalNonpersistent>(built->leaf()) ? "local (all padding)" : "a non-local leaf";
   return json::dump(json::entries_to_json(flatten(*built)));
 }
 
 /// The PR's shard-split factory (spec 4.7) on examples B and C and a rows < p*G case.
 Result<std::string> check_gtp_pieces(Implementation& target) {
   ReferenceImplementation reference;
-  struct Case { GdpDims dims; std::int64_t tp, gtp, pad; };
-  for (const Case& c : {Case{{10, 3, 2, 3}, 2, 2, 16}, Case{{256, 256, 4, 3}, 1, 2, 32}, Case{{1, 1, 1, 1}, 1, 8, 16}}) {
+  struct Case {
+    GdpDims dims;
+    std::int64_t tp, gtp, pad;
+  };
+  for (const Case& c :
+       {Case{{10, 3, 2, 3}, 2, 2, 16}, Case{{256, 256, 4, 3}, 1, 2, 32}, Case{{1, 1, 1, 1}, 1, 8, 16}}) {
     IH_TRY_ASSIGN(layout, gdp_in_proj_layout(c.dims));
     for (std::int64_t t = 0; t < c.tp; ++t)
       for (std::int64_t g = 0; g < c.gtp; ++g) {
@@ -182,9 +206,9 @@ Result<std::string> check_gtp_pieces(Implementation& target) {
         if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
         const std::string want_text = pieces_text(reference.gtp_pieces(GtpSaveDesign::shard_split, params));
         if (pieces_text(got) != want_text)
-          return "D " + std::to_string(*layout.total_rows()) + ", T " + std::to_string(c.tp) + " t " + std::to_string(t) +
-                 ", G " + std::to_string(c.gtp) + " g " + std::to_string(g) + "\n      reference: " + want_text +
-                 "\n      target:    " + pieces_text(got);
+          return "D " + std::to_string(*layout.total_rows()) + ", T " + std::to_string(c.tp) + " t " +
+                 std::to_string(t) + ", G " + std::to_string(c.gtp) + " g " + std::to_string(g) +
+                 "\n      reference: " + want_text + "\n      target:    " + pieces_text(got);
       }
   }
   return std::string();
@@ -194,10 +218,14 @@ Result<std::string> check_gtp_pieces(Implementation& target) {
 
 std::vector<Check> layout_differential_checks() {
   return {Check::simple("differential", "split factory chunks, GDP layouts, TP 1/2/4, every rank", check_split_chunks),
-          Check::simple("differential", "Megatron validation verdicts on valid and planted-broken saves", check_megatron_validation),
-          Check::simple("differential", "FSDP model and optimizer trees, with and without checkpoint keys", check_fsdp_trees),
-          Check::simple("differential", "GTP padding, D 1-130 x G 1-64 x p 0/16/32 and the spec's production sizes", check_gtp_padding),
-          Check::simple("differential", "GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G", check_gtp_pieces)};
+          Check::simple("differential", "Megatron validation verdicts on valid and planted-broken saves",
+                        check_megatron_validation),
+          Check::simple("differential", "FSDP model and optimizer trees, with and without checkpoint keys",
+                        check_fsdp_trees),
+          Check::simple("differential", "GTP padding, D 1-130 x G 1-64 x p 0/16/32 and the spec's production sizes",
+                        check_gtp_padding),
+          Check::simple("differential", "GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G",
+                        check_gtp_pieces)};
 }
 
 }  // namespace ih::gate

@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/gate/gate.h"
 #include "codec/json_codec.h"
+#include "harness/gate/gate.h"
 #include "models/retarget.h"
 #include "models/synthetic_model.h"
 
@@ -52,8 +52,9 @@ std::vector<Scenario> scenarios() {
 /// What a loader compares: storage key and box (objects by unique key).
 std::string box_of(const Leaf& leaf) {
   if (const auto* t = std::get_if<ShardedTensor>(&leaf))
-    return t->key + " shape " + json::dump(json::Json(t->global_shape)) + " offset " + json::dump(json::Json(t->global_offset)) +
-           " frag " + (t->axis_fragmentations ? json::dump(json::Json(*t->axis_fragmentations)) : "None");
+    return t->key + " shape " + json::dump(json::Json(t->global_shape)) + " offset " +
+           json::dump(json::Json(t->global_offset)) + " frag " +
+           (t->axis_fragmentations ? json::dump(json::Json(*t->axis_fragmentations)) : "None");
   if (const auto* o = std::get_if<ShardedObject>(&leaf)) return o->unique_key();
   return "";
 }
@@ -81,12 +82,15 @@ Result<std::string> run_scenario(Implementation& target, const Scenario& s) {
     std::size_t expected_local = 0;
     for (const FlatEntry& e : hybrid) {
       if (!is_sharded_base(e.entry)) continue;
-      const std::string key = std::get_if<ShardedTensor>(&e.entry) ? std::get<ShardedTensor>(e.entry).key : std::get<ShardedObject>(e.entry).key;
+      const std::string key = std::get_if<ShardedTensor>(&e.entry) ? std::get<ShardedTensor>(e.entry).key
+                                                                   : std::get<ShardedObject>(e.entry).key;
       const auto layer = find_decoder_layer(key);
-      if ((layer && layer->index && maps.is_fresh(*layer->index)) || key.ends_with(kOmittedLocalKeySuffix)) ++expected_local;
+      if ((layer && layer->index && maps.is_fresh(*layer->index)) || key.ends_with(kOmittedLocalKeySuffix))
+        ++expected_local;
     }
     auto retargeted = target.retarget(s.pattern, hybrid);
-    if (!retargeted.ok()) return "retarget failed: " + std::string(to_string(retargeted.error().kind)) + ": " + retargeted.error().message;
+    if (!retargeted.ok())
+      return "retarget failed: " + std::string(to_string(retargeted.error().kind)) + ": " + retargeted.error().message;
     std::size_t local = 0;
     for (const FlatEntry& e : *retargeted) {
       if (std::holds_alternative<LocalNonpersistent>(e.entry)) ++local;
@@ -96,12 +100,14 @@ Result<std::string> run_scenario(Implementation& target, const Scenario& s) {
       hybrid_boxes.insert(box);
     }
     if (local != expected_local)
-      return "rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) + ": " + std::to_string(local) +
-             " entries became local, expected " + std::to_string(expected_local) + " (fresh layers and output_layer._extra_state)";
+      return "rank tp" + std::to_string(rank.tp_rank) + " pp" + std::to_string(rank.pp_rank) + ": " +
+             std::to_string(local) + " entries became local, expected " + std::to_string(expected_local) +
+             " (fresh layers and output_layer._extra_state)";
     auto again = target.retarget(s.pattern, *retargeted);
     if (!again.ok()) return "second retarget pass failed: " + again.error().message;
     if (*again != *retargeted) return std::string("a second retarget pass changed the state dict (not idempotent)");
-    IH_TRY_ASSIGN(gpt, built_entries(gpt_sharded_state_dict(s.config, maps.num_gpt_layers, rank, OptimizerStates::adam())));
+    IH_TRY_ASSIGN(gpt,
+                  built_entries(gpt_sharded_state_dict(s.config, maps.num_gpt_layers, rank, OptimizerStates::adam())));
     for (const FlatEntry& e : gpt)
       if (const std::string box = box_of(e.entry); !box.empty()) gpt_boxes.insert(box);
   }
@@ -121,7 +127,8 @@ bool same_answer(const json::Json& got, const json::Json& want) {
 std::vector<Check> retarget_scenario_checks() {
   std::vector<Check> out;
   for (const Scenario& s : scenarios())
-    out.push_back(Check::simple("retarget round trip", s.name, [s](Implementation& target) { return run_scenario(target, s); }));
+    out.push_back(
+        Check::simple("retarget round trip", s.name, [s](Implementation& target) { return run_scenario(target, s); }));
   return out;
 }
 
@@ -139,7 +146,8 @@ Result<std::vector<Check>> pinned_layer_map_checks(const std::string& corpus_dir
     const std::string pattern = (*want)["pattern"].get<std::string>();
     out.push_back(Check::simple("pinned layer maps", "'" + pattern + "'",
                                 [pattern, want = *want](Implementation& target) -> Result<std::string> {
-                                  const json::Json got = json::layer_maps_to_json(pattern, target.layer_maps(std::string_view(pattern)));
+                                  const json::Json got =
+                                      json::layer_maps_to_json(pattern, target.layer_maps(std::string_view(pattern)));
                                   if (same_answer(got, want)) return std::string();
                                   return "expected " + json::dump(want) + "\n      got      " + json::dump(got);
                                 }));

@@ -19,7 +19,8 @@ SplitLayout gdp_layout(std::int64_t d_inner, std::int64_t group_state, std::int6
   SplitLayout out;
   out.sections.push_back(d_inner), out.names.push_back("z");
   for (std::int64_t i = 0; i < m; ++i) out.sections.push_back(d_inner), out.names.push_back("V" + std::to_string(i));
-  for (std::int64_t i = 0; i < m; ++i) out.sections.push_back(group_state), out.names.push_back("K" + std::to_string(i));
+  for (std::int64_t i = 0; i < m; ++i)
+    out.sections.push_back(group_state), out.names.push_back("K" + std::to_string(i));
   out.sections.push_back(group_state), out.names.push_back("Q");
   for (std::int64_t i = 0; i < m; ++i) out.sections.push_back(nheads), out.names.push_back("b" + std::to_string(i));
   out.sections.push_back(nheads), out.names.push_back("a");
@@ -57,7 +58,9 @@ std::string where(const GatherCase& c, std::int64_t t, std::int64_t g) {
 std::string show(const Result<StateNode>& r) {
   if (!r.ok()) return "error " + std::string(to_string(r.error().kind)) + ": " + r.error().message;
   std::string out;
-  visit_leaves(*r, [&](const std::string& path, const Leaf& leaf) { out += path + "=" + json::dump(json::leaf_to_json(leaf)) + " "; });
+  visit_leaves(*r, [&](const std::string& path, const Leaf& leaf) {
+    out += path + "=" + json::dump(json::leaf_to_json(leaf)) + " ";
+  });
   return out;
 }
 
@@ -81,7 +84,8 @@ Result<std::string> check_pieces(Implementation& target) {
         auto got = target.gtp_pieces(GtpSaveDesign::gather, p);
         if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
         const std::string want_text = show(reference.gtp_pieces(GtpSaveDesign::gather, p)), got_text = show(got);
-        if (got_text != want_text) return where(c, t, g) + "\n      reference: " + want_text + "\n      target:    " + got_text;
+        if (got_text != want_text)
+          return where(c, t, g) + "\n      reference: " + want_text + "\n      target:    " + got_text;
       }
   return std::string();
 }
@@ -102,8 +106,10 @@ Result<std::string> check_merge(Implementation& target) {
         p.shard.reset();  // load preprocessing strips the factory's data
         auto got = target.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded));
         if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
-        const std::string want_text = show(reference.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded))), got_text = show(got);
-        if (got_text != want_text) return where(c, t, g) + " merge\n      reference: " + want_text + "\n      target:    " + got_text;
+        const std::string want_text = show(reference.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded))),
+                          got_text = show(got);
+        if (got_text != want_text)
+          return where(c, t, g) + " merge\n      reference: " + want_text + "\n      target:    " + got_text;
       }
   return std::string();
 }
@@ -121,7 +127,8 @@ Result<std::string> check_param_entry(Implementation& target) {
         auto got = target.gtp_param_entry(p);
         if (!got.ok() && got.error().kind == ErrorKind::unsupported) return got.error();
         const std::string want_text = show(reference.gtp_param_entry(p)), got_text = show(got);
-        if (got_text != want_text) return where(c, t, g) + " parameter entry\n      reference: " + want_text + "\n      target:    " + got_text;
+        if (got_text != want_text)
+          return where(c, t, g) + " parameter entry\n      reference: " + want_text + "\n      target:    " + got_text;
       }
   return std::string();
 }
@@ -130,20 +137,27 @@ Result<std::string> check_param_entry(Implementation& target) {
 /// rank gets its real rows then zeros, the LNP's key and the common part back (Megatron only).
 Result<std::string> check_all_padding_load(Implementation& target) {
   auto* megatron = dynamic_cast<MegatronImplementation*>(&target);
-  if (!megatron) return unsupported(target.name(), "Megatron's serialization.load on a real checkpoint (Megatron targets only)");
-  if (!megatron->supports(Operation::gtp_param_entry)) return unsupported(target.name(), "GTP (no GTP in this Megatron)");
+  if (!megatron)
+    return unsupported(target.name(), "Megatron's serialization.load on a real checkpoint (Megatron targets only)");
+  if (!megatron->supports(Operation::gtp_param_entry))
+    return unsupported(target.name(), "GTP (no GTP in this Megatron)");
   const std::int64_t rows = 6, gtp = 4, shard_rows = 16, cols = 2;  // ranks 1-3 hold only padding
   IH_TRY_ASSIGN(result, megatron->all_padding_load(rows, gtp, shard_rows, cols));
   const json::Json ranks = result.value("ranks", json::Json::array());
-  if (static_cast<std::int64_t>(ranks.size()) != gtp) return "expected " + std::to_string(gtp) + " ranks, got " + json::dump(result);
+  if (static_cast<std::int64_t>(ranks.size()) != gtp)
+    return "expected " + std::to_string(gtp) + " ranks, got " + json::dump(result);
   for (std::int64_t g = 0; g < gtp; ++g) {
     const json::Json& r = ranks[static_cast<std::size_t>(g)];
-    if (!r.value("ok", false)) return "GTP rank " + std::to_string(g) + ": serialization.load failed: " + r.value("error", std::string("?"));
+    if (!r.value("ok", false))
+      return "GTP rank " + std::to_string(g) + ": serialization.load failed: " + r.value("error", std::string("?"));
     json::Json want = json::Json::array();
     for (std::int64_t j = 0; j < shard_rows; ++j)
       want.push_back(g == 0 && j < rows ? json::Json::array({0, j}) : json::Json(nullptr));
-    if (r["rows"] != want) return "GTP rank " + std::to_string(g) + ": loaded rows " + json::dump(r["rows"]) + ", expected " + json::dump(want);
-    if (r["keys"] != json::Json::array({"iteration", "local", "mixer"})) return "GTP rank " + std::to_string(g) + ": loaded keys " + json::dump(r["keys"]);
+    if (r["rows"] != want)
+      return "GTP rank " + std::to_string(g) + ": loaded rows " + json::dump(r["rows"]) + ", expected " +
+             json::dump(want);
+    if (r["keys"] != json::Json::array({"iteration", "local", "mixer"}))
+      return "GTP rank " + std::to_string(g) + ": loaded keys " + json::dump(r["keys"]);
   }
   return std::string();
 }

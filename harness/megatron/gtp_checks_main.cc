@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     } else if ((arg == "--megatron-path" || arg == "--mutant") && i + 1 < argc) {
       (arg == "--mutant" ? options.mutant : options.megatron_path) = std::string(argv[++i]);
     } else {
-      std::cerr << "ERROR: invalid_argument: usage: megatron_gtp_checks [--reference | --megatron-path DIR] [--mutant NAME]\n";
+      std::cerr << "ERROR: invalid_argument: usage: megatron_gtp_checks [--reference | --megatron-path DIR] [--mutant "
+                   "NAME]\n";
       return kExitBadInput;
     }
   }
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
       std::cerr << "ERROR: " << to_string(started.error().kind) << ": " << started.error().message << "\n";
       return started.error().kind == ErrorKind::invalid_argument ? kExitBadInput : kExitHarnessError;
     }
-    std::cout << "INFO: target " << (*started)->describe_target() << (options.mutant ? " mutant " + *options.mutant : "") << "\n";
+    std::cout << "INFO: target " << (*started)->describe_target()
+              << (options.mutant ? " mutant " + *options.mutant : "") << "\n";
     target = std::move(*started);
   }
   const double start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -33,10 +33,14 @@ const char* op_name(Operation op) {
 
 json::Json data_json(const TensorValue& value);
 
-json::Json nullable(std::optional<std::string_view> text) { return text ? json::Json(std::string(*text)) : json::Json(nullptr); }
+json::Json nullable(std::optional<std::string_view> text) {
+  return text ? json::Json(std::string(*text)) : json::Json(nullptr);
+}
 json::Json nullable_int(std::optional<std::int64_t> v) { return v ? json::Json(*v) : json::Json(nullptr); }
 
-json::Json keys_or_null(const std::optional<std::vector<std::string>>& keys) { return keys ? json::Json(*keys) : json::Json(nullptr); }
+json::Json keys_or_null(const std::optional<std::vector<std::string>>& keys) {
+  return keys ? json::Json(*keys) : json::Json(nullptr);
+}
 
 Error protocol_error(const std::string& what, const json::Json& reply) {
   return make_error(ErrorKind::harness_error, "adapter protocol: " + what + " in reply " + json::dump(reply));
@@ -52,33 +56,39 @@ std::string default_megatron_python() {
 
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
   if (options.python.empty()) options.python = default_megatron_python();
-  if (options.adapter.empty()) options.adapter = (ih::install::adapter_dir() / "adapter.py").string();  // installed or source tree
+  if (options.adapter.empty())
+    options.adapter = (ih::install::adapter_dir() / "adapter.py").string();  // installed or source tree
   if (!std::filesystem::exists(options.python))
-    return make_error(ErrorKind::harness_error, "no Python for the Megatron adapter at " + options.python +
-                                                    "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
+    return make_error(ErrorKind::harness_error,
+                      "no Python for the Megatron adapter at " + options.python +
+                          "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
   if (!std::filesystem::exists(options.adapter))
     return make_error(ErrorKind::harness_error, "adapter script not found: " + options.adapter);
   if (options.megatron_path) {
     // Never fall back to the installed package: a wrong path must not gate something else.
     std::error_code ec;
-    const std::filesystem::path core = std::filesystem::path(*options.megatron_path) / "megatron" / "core" / "__init__.py";
+    const std::filesystem::path core =
+        std::filesystem::path(*options.megatron_path) / "megatron" / "core" / "__init__.py";
     if (!std::filesystem::is_regular_file(core, ec))
-      return make_error(ErrorKind::invalid_argument, "--megatron-path " + *options.megatron_path +
-                                                         " is not a Megatron-LM checkout: no megatron/core/__init__.py there");
+      return make_error(ErrorKind::invalid_argument,
+                        "--megatron-path " + *options.megatron_path +
+                            " is not a Megatron-LM checkout: no megatron/core/__init__.py there");
   }
   std::vector<std::string> argv = {options.python, options.adapter};
   if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
   if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
   IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
   std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
-  auto reply_text = out->process_.request(json::dump(json::Json{{"op", "hello"}, {"protocol", 1}}), options.startup_timeout);
+  auto reply_text =
+      out->process_.request(json::dump(json::Json{{"op", "hello"}, {"protocol", 1}}), options.startup_timeout);
   if (!reply_text.ok()) return reply_text.error().with_context("starting the Megatron adapter");
   IH_TRY_ASSIGN(reply, json::parse(*reply_text));
   if (!reply.value("ok", false)) {
     const Error error = json::error_from_json(reply.value("error", json::Json::object()));
-    return make_error(ErrorKind::harness_error, "the Megatron adapter cannot serve (is torch and megatron.core installed? "
-                                                "run `bash ci/install-megatron.sh`): " + error.message +
-                                                "\nadapter stderr:\n" + out->process_.stderr_tail());
+    return make_error(ErrorKind::harness_error,
+                      "the Megatron adapter cannot serve (is torch and megatron.core installed? "
+                      "run `bash ci/install-megatron.sh`): " +
+                          error.message + "\nadapter stderr:\n" + out->process_.stderr_tail());
   }
   for (const auto& op : reply.value("supports", json::Json::array())) out->supported_ops_.insert(op.get<std::string>());
   if (reply.contains("unsupported") && reply["unsupported"].is_object())
@@ -87,14 +97,19 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   const std::string version = reply.value("megatron_version", std::string("?"));
   const std::string path = reply.value("megatron_path", std::string("?"));
   const json::Json revision = reply.contains("megatron_revision") ? reply["megatron_revision"] : json::Json(nullptr);
-  out->identity_ = json::Json{{"path", path}, {"version", version}, {"revision", revision},
+  out->identity_ = json::Json{{"path", path},
+                              {"version", version},
+                              {"revision", revision},
                               {"torch_version", reply.value("torch_version", std::string("?"))},
                               {"source", options.megatron_path ? "checkout" : "installed package"}};
-  out->target_ = "megatron-core " + version + " at " + path +
-                 (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
-                 (options.megatron_path ? "" : " [installed package]");
-  out->name_ = "megatron-core " + version + (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) +
-               " (torch " + reply.value("torch_version", std::string("?")) + ")" + (options.mutant ? " mutant:" + *options.mutant : "");
+  out->target_ =
+      "megatron-core " + version + " at " + path +
+      (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
+      (options.megatron_path ? "" : " [installed package]");
+  out->name_ = "megatron-core " + version +
+               (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) + " (torch " +
+               reply.value("torch_version", std::string("?")) + ")" +
+               (options.mutant ? " mutant:" + *options.mutant : "");
   return out;
 }
 
@@ -141,13 +156,17 @@ Result<GptCompatLayerMaps> MegatronImplementation::layer_maps(std::optional<std:
 
 Result<pattern::SegmentSelection> MegatronImplementation::select_segment(std::string_view main,
                                                                          const pattern::SegmentRequest& r) {
-  IH_TRY_ASSIGN(result, call("select_segment", {{"pattern", std::string(main)}, {"pp_rank", r.pp_rank}, {"pp_size", r.pp_size},
-                                                {"vp_stage", nullable_int(r.vp_stage)}, {"first", nullable_int(r.first_stage_layers)},
+  IH_TRY_ASSIGN(result, call("select_segment", {{"pattern", std::string(main)},
+                                                {"pp_rank", r.pp_rank},
+                                                {"pp_size", r.pp_size},
+                                                {"vp_stage", nullable_int(r.vp_stage)},
+                                                {"first", nullable_int(r.first_stage_layers)},
                                                 {"last", nullable_int(r.last_stage_layers)}}));
   return pattern::SegmentSelection{result.value("layers", std::string()), result.value("offset", std::int64_t{0})};
 }
 
-Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) {
+Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern,
+                                                                const std::vector<FlatEntry>& entries) {
   json::Json encoded = json::entries_to_json(entries);
   // The codec leaves a factory's own data out; Megatron's retargeting wraps it (LNP(factory.data))
   // for fresh layers, so it travels with the factory entry.
@@ -158,9 +177,11 @@ Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view
   return json::entries_from_json(result.value("entries", json::Json()));
 }
 
-Result<std::optional<std::string>> MegatronImplementation::fsdp_key(std::string_view pattern, std::string_view key,
-                                                                    const std::optional<std::vector<std::string>>& keys) {
-  IH_TRY_ASSIGN(result, call("fsdp_key", {{"pattern", std::string(pattern)}, {"key", std::string(key)}, {"checkpoint_keys", keys_or_null(keys)}}));
+Result<std::optional<std::string>> MegatronImplementation::fsdp_key(
+    std::string_view pattern, std::string_view key, const std::optional<std::vector<std::string>>& keys) {
+  IH_TRY_ASSIGN(result, call("fsdp_key", {{"pattern", std::string(pattern)},
+                                          {"key", std::string(key)},
+                                          {"checkpoint_keys", keys_or_null(keys)}}));
   if (!result.contains("key") || result["key"].is_null()) return std::optional<std::string>();
   return std::optional<std::string>(result["key"].get<std::string>());
 }
@@ -168,18 +189,27 @@ Result<std::optional<std::string>> MegatronImplementation::fsdp_key(std::string_
 Result<StateNode> MegatronImplementation::fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                                         const std::optional<std::vector<std::string>>& keys,
                                                         std::string_view prefix) {
-  IH_TRY_ASSIGN(result, call("fsdp_retarget", {{"pattern", std::string(pattern)}, {"tree", json::tree_to_json(tree)},
-                                               {"checkpoint_keys", keys_or_null(keys)}, {"prefix", std::string(prefix)}}));
+  IH_TRY_ASSIGN(result, call("fsdp_retarget", {{"pattern", std::string(pattern)},
+                                               {"tree", json::tree_to_json(tree)},
+                                               {"checkpoint_keys", keys_or_null(keys)},
+                                               {"prefix", std::string(prefix)}}));
   return json::tree_from_json(result.value("tree", json::Json::object()));
 }
 
-Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const ShardedTensor& orig, const SplitLayout& layout) {
+Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const ShardedTensor& orig,
+                                                                        const SplitLayout& layout) {
   if (orig.local_shape.empty() || !orig.axis_fragmentations || orig.prepend_axis_num != 0)
-    return make_error(ErrorKind::invalid_argument, "split_chunks needs a regular TP-sharded tensor without prepended axes");
+    return make_error(ErrorKind::invalid_argument,
+                      "split_chunks needs a regular TP-sharded tensor without prepended axes");
   const std::int64_t rows = orig.local_shape[0];
-  json::Json request{{"key", orig.key}, {"local_rows", rows}, {"tp_rank", rows ? orig.global_offset[0] / rows : 0},
-                     {"tp_size", (*orig.axis_fragmentations)[0]}, {"sections", layout.sections}, {"names", layout.names},
-                     {"dtype", orig.dtype}, {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
+  json::Json request{{"key", orig.key},
+                     {"local_rows", rows},
+                     {"tp_rank", rows ? orig.global_offset[0] / rows : 0},
+                     {"tp_size", (*orig.axis_fragmentations)[0]},
+                     {"sections", layout.sections},
+                     {"names", layout.names},
+                     {"dtype", orig.dtype},
+                     {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
   if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];
   IH_TRY_ASSIGN(result, call("split_chunks", std::move(request)));
   std::vector<ShardedTensor> out;
@@ -195,8 +225,10 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
 
 Result<MegatronValidation> MegatronImplementation::megatron_validation(const GlobalMetadata& metadata) {
   json::Json entries = json::Json::array();
-  for (const RankedTensor& t : metadata.tensors) entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
-  for (const RankedObject& o : metadata.objects) entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
+  for (const RankedTensor& t : metadata.tensors)
+    entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedObject& o : metadata.objects)
+    entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
   IH_TRY_ASSIGN(result, call("integrity", {{"entries", std::move(entries)}}));
   MegatronValidation out;
   for (const json::Json& detail : result.value("details", json::Json::array())) {
@@ -211,11 +243,13 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
   return out;
 }
 
-Result<IntegrityReport> MegatronImplementation::integrity(const GlobalMetadata& metadata,
-                                                         const std::optional<std::vector<std::string>>& reference_keys) {
+Result<IntegrityReport> MegatronImplementation::integrity(
+    const GlobalMetadata& metadata, const std::optional<std::vector<std::string>>& reference_keys) {
   json::Json entries = json::Json::array();
-  for (const RankedTensor& t : metadata.tensors) entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
-  for (const RankedObject& o : metadata.objects) entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
+  for (const RankedTensor& t : metadata.tensors)
+    entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedObject& o : metadata.objects)
+    entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
   json::Json request{{"entries", std::move(entries)}};
   if (reference_keys) request["reference_keys"] = *reference_keys;
   IH_TRY_ASSIGN(result, call("integrity_report", std::move(request)));
@@ -226,15 +260,18 @@ Result<IntegrityReport> MegatronImplementation::integrity(const GlobalMetadata& 
     for (int k = 0; k <= static_cast<int>(ProblemKind::missing_object); ++k)
       if (to_string(static_cast<ProblemKind>(k)) == kind) parsed = static_cast<ProblemKind>(k);
     if (!parsed) return protocol_error("unknown problem kind '" + kind + "'", p);
-    IntegrityProblem problem{*parsed, p.value("key", std::string()), std::nullopt, {}, p.value("message", std::string())};
+    IntegrityProblem problem{
+        *parsed, p.value("key", std::string()), std::nullopt, {}, p.value("message", std::string())};
     for (const json::Json& r : p.value("ranks", json::Json::array())) problem.ranks.push_back(r.get<std::int64_t>());
     out.problems.push_back(std::move(problem));
   }
   return out;
 }
 
-Result<GtpPadding> MegatronImplementation::gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) {
-  IH_TRY_ASSIGN(result, call("gtp_padding", {{"rows", rows}, {"gtp_size", gtp_size}, {"pad_for_alignment", pad_alignment}}));
+Result<GtpPadding> MegatronImplementation::gtp_padding(std::int64_t rows, std::int64_t gtp_size,
+                                                       std::int64_t pad_alignment) {
+  IH_TRY_ASSIGN(result,
+                call("gtp_padding", {{"rows", rows}, {"gtp_size", gtp_size}, {"pad_for_alignment", pad_alignment}}));
   GtpPadding out;
   out.rows = rows, out.gtp_size = gtp_size, out.pad_alignment = pad_alignment;
   out.align_block = pad_alignment * gtp_size;
@@ -255,17 +292,28 @@ std::uint64_t gather_storage(const GtpFactoryParams& p) {
 /// The GtpFactoryParams fields every gtp_* request carries.
 json::Json gtp_request(const GtpFactoryParams& p, GtpSaveDesign design) {
   json::Json out{{"design", design == GtpSaveDesign::gather ? "gather" : "shard-split"},
-                 {"key", p.key}, {"sections", p.layout.sections}, {"names", p.layout.names},
-                 {"tp_size", p.tp_size}, {"tp_rank", p.tp_rank}, {"gtp_size", p.gtp_size}, {"gtp_rank", p.gtp_rank},
-                 {"pad_for_alignment", p.pad_alignment}, {"cols", p.cols}, {"dtype", p.dtype},
-                 {"gather_storage", gather_storage(p)}, {"mixer", p.mixer == GtpMixer::mamba ? "mamba" : "gdp"}};
-  if (p.shard && p.shard->blocks.size() == 1 && p.shard->blocks.front().first_row == 0 && !p.shard->blocks.front().is_zero())
+                 {"key", p.key},
+                 {"sections", p.layout.sections},
+                 {"names", p.layout.names},
+                 {"tp_size", p.tp_size},
+                 {"tp_rank", p.tp_rank},
+                 {"gtp_size", p.gtp_size},
+                 {"gtp_rank", p.gtp_rank},
+                 {"pad_for_alignment", p.pad_alignment},
+                 {"cols", p.cols},
+                 {"dtype", p.dtype},
+                 {"gather_storage", gather_storage(p)},
+                 {"mixer", p.mixer == GtpMixer::mamba ? "mamba" : "gdp"}};
+  if (p.shard && p.shard->blocks.size() == 1 && p.shard->blocks.front().first_row == 0 &&
+      !p.shard->blocks.front().is_zero())
     out["shard_storage"] = p.shard->blocks.front().storage;
   return out;
 }
 
 /// Tensor data as the codec writes it ({"shape", "dtype", "blocks"}).
-json::Json data_json(const TensorValue& value) { return json::leaf_to_json(Leaf(LocalNonpersistent{Payload(value)}))["value"]; }
+json::Json data_json(const TensorValue& value) {
+  return json::leaf_to_json(Leaf(LocalNonpersistent{Payload(value)}))["value"];
+}
 
 Result<TensorValue> data_from_json(const json::Json& value) {
   IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", value}}));
@@ -294,7 +342,8 @@ Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const
   return StateNode(std::move(pieces));
 }
 
-Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, const GtpFactoryParams& p, const StateNode& loaded) {
+Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, const GtpFactoryParams& p,
+                                                      const StateNode& loaded) {
   json::Json request = gtp_request(p, design);
   json::Json tensors = json::Json::array();
   const auto add = [&](const StateNode& node) -> Status {
@@ -306,7 +355,8 @@ Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, cons
       tensors.push_back(data_json(*st->data));
       return Ok{};
     }
-    return make_error(ErrorKind::invalid_argument, "gtp_merge: a loaded entry is neither a tensor nor a tensor with data");
+    return make_error(ErrorKind::invalid_argument,
+                      "gtp_merge: a loaded entry is neither a tensor nor a tensor with data");
   };
   if (loaded.is_list()) {
     for (const StateNode& n : loaded.list()) IH_TRY_STATUS(add(n));
@@ -343,8 +393,9 @@ bool default_orders(const WorldGrids& w) {
 }
 
 json::Json world_sizes(const WorldGrids& w) {
-  return json::Json{{"tp", w.dense.size("tp")}, {"gtp", w.dense.size("gtp_remat")}, {"cp", w.dense.size("cp")},
-                    {"dp", w.dense.size("dp")}, {"etp", w.expert.size("tp")}, {"ep", w.expert.size("ep")},
+  return json::Json{{"tp", w.dense.size("tp")},          {"gtp", w.dense.size("gtp_remat")},
+                    {"cp", w.dense.size("cp")},          {"dp", w.dense.size("dp")},
+                    {"etp", w.expert.size("tp")},        {"ep", w.expert.size("ep")},
                     {"egtp", w.expert.size("gtp_remat")}};
 }
 
@@ -354,28 +405,33 @@ Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryPa
   if (p.election) {
     const GtpElection& e = *p.election;
     if (e.explicit_replica_id || e.local_experts != 1 || !e.distributed)
-      return unsupported(name_, "a writer election with an explicit replica_id, several local experts or no torch.distributed");
+      return unsupported(
+          name_, "a writer election with an explicit replica_id, several local experts or no torch.distributed");
     json::Json election{{"expert", e.expert}, {"caller", e.caller.has_value()}, {"global_rank", e.global_rank}};
-    if (e.caller && !default_orders(*e.caller)) return unsupported(name_, "a writer election over non-default rank orders");
-    if (e.globals && !default_orders(*e.globals)) return unsupported(name_, "a writer election over non-default rank orders");
+    if (e.caller && !default_orders(*e.caller))
+      return unsupported(name_, "a writer election over non-default rank orders");
+    if (e.globals && !default_orders(*e.globals))
+      return unsupported(name_, "a writer election over non-default rank orders");
     if (e.caller) {
       election["world"] = world_sizes(*e.caller);
     } else if (e.globals) {
       election["world"] = world_sizes(*e.globals);
     } else {  // nothing to elect over: Megatron raises on every rank; a world of T x G ranks shows it
-      election["world"] = json::Json{{"tp", p.tp_size}, {"gtp", p.gtp_size}, {"cp", 1}, {"dp", 1}, {"etp", p.tp_size},
-                                     {"ep", 1}, {"egtp", p.gtp_size}};
+      election["world"] = json::Json{{"tp", p.tp_size},  {"gtp", p.gtp_size}, {"cp", 1},           {"dp", 1},
+                                     {"etp", p.tp_size}, {"ep", 1},           {"egtp", p.gtp_size}};
       election["global_rank"] = p.tp_rank * p.gtp_size + p.gtp_rank;
     }
     election["globals"] = e.globals ? world_sizes(*e.globals) : json::Json(nullptr);
     IH_TRY_ASSIGN(rows, p.layout.total_rows());
-    json::Json request{{"key", p.key}, {"rows", rows}, {"cols", p.cols}, {"pad_for_alignment", p.pad_alignment},
+    json::Json request{{"key", p.key},     {"rows", rows},
+                       {"cols", p.cols},   {"pad_for_alignment", p.pad_alignment},
                        {"dtype", p.dtype}, {"election", std::move(election)}};
     if (p.shard && p.shard->blocks.size() == 1) request["shard_storage"] = p.shard->blocks.front().storage;
     IH_TRY_ASSIGN(result, call("gtp_param_entry", std::move(request)));
     json::Json entry = result.value("entry", json::Json::object());
     IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
-    if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("the parameter entry is not a tensor", entry);
+    if (!std::holds_alternative<ShardedTensor>(leaf))
+      return protocol_error("the parameter entry is not a tensor", entry);
     return std::get<ShardedTensor>(std::move(leaf));
   }
   IH_TRY_ASSIGN(result, call("gtp_param_entry", gtp_request(p, GtpSaveDesign::gather)));
@@ -418,7 +474,8 @@ Result<json::Json> node_json(const StateNode& node) {
 }
 
 Result<StateNode> node_from_json(const json::Json& node, const std::string& dtype_hint) {
-  if (!node.is_array() || node.empty() || !node[0].is_string()) return make_error(ErrorKind::harness_error, "adapter protocol: bad load_state tree node " + json::dump(node));
+  if (!node.is_array() || node.empty() || !node[0].is_string())
+    return make_error(ErrorKind::harness_error, "adapter protocol: bad load_state tree node " + json::dump(node));
   const std::string kind = node[0].get<std::string>();
   if (kind == "dict") {
     StateDict out;
@@ -455,44 +512,58 @@ void fill_tensors(StateNode& out, const json::Json& node, const StateNode* reque
   const std::string kind = node[0].get<std::string>();
   if (kind == "dict" && out.is_dict()) {
     for (std::size_t i = 0; i < out.dict().size(); ++i)
-      fill_tensors(out.dict()[i].value, node[1][i][1], request && request->is_dict() ? request->find(out.dict()[i].key) : nullptr);
+      fill_tensors(out.dict()[i].value, node[1][i][1],
+                   request && request->is_dict() ? request->find(out.dict()[i].key) : nullptr);
   } else if (kind == "list" && out.is_list()) {
     for (std::size_t i = 0; i < out.list().size(); ++i)
-      fill_tensors(out.list()[i], node[1][i], request && request->is_list() && i < request->list().size() ? &request->list()[i] : nullptr);
+      fill_tensors(out.list()[i], node[1][i],
+                   request && request->is_list() && i < request->list().size() ? &request->list()[i] : nullptr);
   } else if (kind == "tensor") {
     TensorValue t;
     t.shape = node[1].get<Shape>();
     const auto* st = request ? request->leaf_if<ShardedTensor>() : nullptr;
     t.dtype = st ? st->dtype : "float32";
-    for (const json::Json& b : node[2]) t.blocks.push_back({b[0].get<std::uint64_t>(), b[1].get<std::int64_t>(), b[2].get<std::int64_t>()});
+    for (const json::Json& b : node[2])
+      t.blocks.push_back({b[0].get<std::uint64_t>(), b[1].get<std::int64_t>(), b[2].get<std::int64_t>()});
     out = StateNode(Leaf(std::move(t)));
   }
 }
 
 }  // namespace
 
-Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) {
+Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoint, const StateNode& request,
+                                                     LoadOrder order) {
   if (order != LoadOrder::serialization_load)
-    return unsupported(name_, "load order " + to_string(order) + " (MCoreTensorAwareStateDict needs nvidia_resiliency_ext)");
+    return unsupported(name_,
+                       "load order " + to_string(order) + " (MCoreTensorAwareStateDict needs nvidia_resiliency_ext)");
   json::Json chunks = json::Json::array();
   for (const auto& [id, list] : checkpoint.index.chunks)
     for (const StoredChunk& c : list) {
       if (!c.data) return unsupported(name_, "load_state of a checkpoint stored without data");
       Shape local;
-      for (std::size_t a = static_cast<std::size_t>(c.prepend_axis_num); a < c.box.rank(); ++a) local.push_back(c.box.hi[a] - c.box.lo[a]);
-      chunks.push_back({{"key", id.first}, {"global_shape", id.second}, {"global_offset", c.box.lo}, {"local_shape", local},
-                        {"prepend_axis_num", c.prepend_axis_num}, {"data", data_json(*c.data)}});
+      for (std::size_t a = static_cast<std::size_t>(c.prepend_axis_num); a < c.box.rank(); ++a)
+        local.push_back(c.box.hi[a] - c.box.lo[a]);
+      chunks.push_back({{"key", id.first},
+                        {"global_shape", id.second},
+                        {"global_offset", c.box.lo},
+                        {"local_shape", local},
+                        {"prepend_axis_num", c.prepend_axis_num},
+                        {"data", data_json(*c.data)}});
     }
   json::Json objects = json::Json::array();
-  for (const auto& [key, ref] : checkpoint.objects) objects.push_back(json::Json::array({key, ref ? json::Json(ref->id) : json::Json(nullptr)}));
+  for (const auto& [key, ref] : checkpoint.objects)
+    objects.push_back(json::Json::array({key, ref ? json::Json(ref->id) : json::Json(nullptr)}));
   json::Json common = json::Json::object();
   if (checkpoint.common.is_dict())
     for (const DictItem& item : checkpoint.common.dict())
       if (const auto* p = item.value.leaf_if<PlainValue>(); p && std::holds_alternative<std::string>(item.key))
         common[std::get<std::string>(item.key)] = json::leaf_to_json(Leaf(*p))["value"];
   IH_TRY_ASSIGN(tree, node_json(request));
-  IH_TRY_ASSIGN(result, call("load_state", {{"order", to_string(order)}, {"chunks", std::move(chunks)}, {"objects", std::move(objects)},
-                                            {"common", std::move(common)}, {"request", std::move(tree)}}));
+  IH_TRY_ASSIGN(result, call("load_state", {{"order", to_string(order)},
+                                            {"chunks", std::move(chunks)},
+                                            {"objects", std::move(objects)},
+                                            {"common", std::move(common)},
+                                            {"request", std::move(tree)}}));
   const json::Json node = result.value("tree", json::Json::array());
   IH_TRY_ASSIGN(out, node_from_json(node, ""));
   fill_tensors(out, node, &request);

@@ -46,15 +46,18 @@ class MegatronImplementation : public Implementation {
   /// Megatron's serialization.load, after a real save, of a tree whose in_proj factory builds one
   /// LocalNonpersistentObject on the all-padding GTP ranks (spec 4.7): {"ranks": [{"ok", "rows" |
   /// "error"}]} per GTP rank (docs/adapter-protocol.md, gtp_all_padding_load).
-  Result<json::Json> all_padding_load(std::int64_t rows, std::int64_t gtp_size, std::int64_t shard_rows, std::int64_t cols) {
-    return call("gtp_all_padding_load", {{"rows", rows}, {"gtp_size", gtp_size}, {"shard_rows", shard_rows}, {"cols", cols}});
+  Result<json::Json> all_padding_load(std::int64_t rows, std::int64_t gtp_size, std::int64_t shard_rows,
+                                      std::int64_t cols) {
+    return call("gtp_all_padding_load",
+                {{"rows", rows}, {"gtp_size", gtp_size}, {"shard_rows", shard_rows}, {"cols", cols}});
   }
   /// What the adapter wrote on stderr (for reports).
   std::string adapter_stderr() const { return process_.stderr_tail(); }
 
   Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override;
   Result<GptCompatLayerMaps> layer_maps(std::optional<std::string_view> text) override;
-  Result<pattern::SegmentSelection> select_segment(std::string_view main, const pattern::SegmentRequest& request) override;
+  Result<pattern::SegmentSelection> select_segment(std::string_view main,
+                                                   const pattern::SegmentRequest& request) override;
   Result<std::vector<FlatEntry>> retarget(std::string_view pattern, const std::vector<FlatEntry>& entries) override;
   Result<std::optional<std::string>> fsdp_key(std::string_view pattern, std::string_view key,
                                               const std::optional<std::vector<std::string>>& checkpoint_keys) override;

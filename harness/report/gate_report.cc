@@ -31,8 +31,10 @@ std::string xml_escaped(std::string_view text) {
       case '\'': out += "&apos;"; break;
       default:
         // XML 1.0 has no other control characters; a minimal case may carry them.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') out += "?";
-        else out += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r')
+          out += "?";
+        else
+          out += c;
     }
   }
   return out;
@@ -111,7 +113,8 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
   for (const auto& r : results) {
     out << "    <testcase classname=\"" << xml_escaped("gate." + r.group) << "\" name=\"" << xml_escaped(r.name)
         << "\" time=\"" << r.seconds << "\"";
-    const std::string body = r.answer.detail + (r.answer.minimal_case.empty() ? "" : "\nminimal case: " + r.answer.minimal_case) +
+    const std::string body = r.answer.detail +
+                             (r.answer.minimal_case.empty() ? "" : "\nminimal case: " + r.answer.minimal_case) +
                              (has_repro(r) ? "\nREPRO: " + repro_line(r) : "");
     switch (r.answer.outcome) {
       case Outcome::passed: out << "/>\n"; continue;
@@ -123,7 +126,8 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
         out << ">\n      <skipped message=\"" << xml_escaped("not run: " + r.answer.detail) << "\"/>\n";
         break;
       case Outcome::known_finding:
-        out << ">\n      <system-out>" << xml_escaped("known finding: " + *r.known_finding + "\n" + body) << "</system-out>\n";
+        out << ">\n      <system-out>" << xml_escaped("known finding: " + *r.known_finding + "\n" + body)
+            << "</system-out>\n";
         break;
       case Outcome::harness_error:
       case Outcome::timeout:
@@ -145,8 +149,8 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
       << " cases per property" << (run.require_all ? ", every check required to run" : "") << ".\n\n"
       << "| passed | failed | known finding | not run | harness error | timeout |\n|---|---|---|---|---|---|\n"
       << "| " << counts[Outcome::passed] << " | " << counts[Outcome::failed] << " | " << counts[Outcome::known_finding]
-      << " | " << counts[Outcome::not_run] << " | " << counts[Outcome::harness_error] << " | " << counts[Outcome::timeout]
-      << " |\n";
+      << " | " << counts[Outcome::not_run] << " | " << counts[Outcome::harness_error] << " | "
+      << counts[Outcome::timeout] << " |\n";
   bool header = false;
   for (const auto& r : results) {
     if (r.answer.outcome == Outcome::passed) continue;
@@ -181,18 +185,27 @@ Status write_file_atomically(const std::string& path, const std::string& text) {
 Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) return make_error(ErrorKind::invalid_argument, "--report " + dir + ": cannot create the folder: " + error.message());
+  if (error)
+    return make_error(ErrorKind::invalid_argument,
+                      "--report " + dir + ": cannot create the folder: " + error.message());
   const std::filesystem::path base(dir);
   IH_TRY_STATUS(write_file_atomically((base / "junit.xml").string(), gate_junit(run, results)));
   IH_TRY_STATUS(write_file_atomically((base / "report.json").string(), gate_json(run, results)));
   IH_TRY_STATUS(write_file_atomically((base / "summary.md").string(), gate_markdown(run, results)));
   for (const auto& r : results) {
-    if (!r.answer.layout || (r.answer.outcome != Outcome::failed && r.answer.outcome != Outcome::known_finding)) continue;
+    if (!r.answer.layout || (r.answer.outcome != Outcome::failed && r.answer.outcome != Outcome::known_finding))
+      continue;
     // The picture shows how the clean reference tiles the failing case's layout, beside the failure.
     const props::GtpCase& c = *r.answer.layout;
-    LayoutParams params{c.mixer == "mamba" ? MixerFamily::mamba : MixerFamily::gdp, c.dims.d_inner_local,
-                        c.dims.group_state_local, c.dims.nheads_local, c.dims.householder, c.tp, c.gtp,
-                        c.pad_alignment, c.cols};
+    LayoutParams params{c.mixer == "mamba" ? MixerFamily::mamba : MixerFamily::gdp,
+                        c.dims.d_inner_local,
+                        c.dims.group_state_local,
+                        c.dims.nheads_local,
+                        c.dims.householder,
+                        c.tp,
+                        c.gtp,
+                        c.pad_alignment,
+                        c.cols};
     params.design = c.design;
     const auto layout = build_layout_report(params);
     if (!layout.ok()) continue;  // a layout the model refuses has no picture; the failure text says why

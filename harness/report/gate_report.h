@@ -12,7 +12,7 @@ namespace ih::report {
 
 /// What the run was: printed first by the gate, and the header of every report.
 struct GateRun {
-  std::string target;       // describe_target()
+  std::string target;  // describe_target()
   std::uint64_t seed = 0;
   std::int64_t property_cases = 0;
   bool require_all = false;

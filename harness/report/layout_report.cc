@@ -9,7 +9,8 @@ namespace ih::report {
 namespace {
 
 Result<SplitLayout> layout_of(const LayoutParams& p) {
-  if (p.family == MixerFamily::mamba) return mamba_in_proj_layout({p.d_inner_local, p.group_state_local, p.nheads_local});
+  if (p.family == MixerFamily::mamba)
+    return mamba_in_proj_layout({p.d_inner_local, p.group_state_local, p.nheads_local});
   return gdp_in_proj_layout({p.d_inner_local, p.group_state_local, p.nheads_local, p.householder});
 }
 
@@ -74,15 +75,26 @@ Result<LayoutReport> build_layout_report(const LayoutParams& params) {
 }
 
 nlohmann::json layout_report_json(const LayoutReport& r) {
-  nlohmann::json pieces = nlohmann::json::array(), padding_only = nlohmann::json::array(), problems = nlohmann::json::array();
+  nlohmann::json pieces = nlohmann::json::array(), padding_only = nlohmann::json::array(),
+                 problems = nlohmann::json::array();
   for (const auto& [t, g] : r.padding_only_ranks) padding_only.push_back({t, g});
   for (const ReportPiece& p : r.pieces)
-    pieces.push_back({{"tp_rank", p.tp_rank}, {"gtp_rank", p.gtp_rank}, {"key", p.key}, {"global_shape", p.global_shape},
-                      {"global_offset", p.global_offset}, {"local_shape", p.local_shape},
-                      {"shard_row_offset", p.shard_row_offset}, {"main_replica", p.main_replica}});
+    pieces.push_back({{"tp_rank", p.tp_rank},
+                      {"gtp_rank", p.gtp_rank},
+                      {"key", p.key},
+                      {"global_shape", p.global_shape},
+                      {"global_offset", p.global_offset},
+                      {"local_shape", p.local_shape},
+                      {"shard_row_offset", p.shard_row_offset},
+                      {"main_replica", p.main_replica}});
   for (const IntegrityProblem& p : r.integrity.problems) problems.push_back(p.message);
-  return {{"pad_align", r.params.pad_align}, {"pad_align_used", r.params.gtp > 1}, {"shard_rows", r.padding.shard_rows}, {"pad_rows", r.padding.pad}, {"padding_only_ranks", padding_only},
-          {"pieces", pieces}, {"integrity", {{"ok", r.integrity.ok()}, {"problems", problems}}}};
+  return {{"pad_align", r.params.pad_align},
+          {"pad_align_used", r.params.gtp > 1},
+          {"shard_rows", r.padding.shard_rows},
+          {"pad_rows", r.padding.pad},
+          {"padding_only_ranks", padding_only},
+          {"pieces", pieces},
+          {"integrity", {{"ok", r.integrity.ok()}, {"problems", problems}}}};
 }
 
 std::string layout_report_text(const LayoutReport& r) {
@@ -90,7 +102,8 @@ std::string layout_report_text(const LayoutReport& r) {
   const GtpPadding& p = r.padding;
   // p as given: with G = 1 the non-GTP split factory ignores it, and the table says so.
   out << "D = " << p.rows << ", T = " << r.params.tp << ", G = " << p.gtp_size << ", p = " << r.params.pad_align
-      << (r.params.gtp == 1 && r.params.pad_align != 0 ? " (not used with G = 1)" : "") << ": A = " << p.align_block << ", pad = " << p.pad << ", D' = " << p.padded_rows << ", R = " << p.shard_rows
+      << (r.params.gtp == 1 && r.params.pad_align != 0 ? " (not used with G = 1)" : "") << ": A = " << p.align_block
+      << ", pad = " << p.pad << ", D' = " << p.padded_rows << ", R = " << p.shard_rows
       << ", design = " << (r.params.gtp == 1 ? "non-GTP split" : to_string(r.params.design)) << "\n";
   out << "sections:";
   const auto starts = r.layout.starts();
@@ -101,7 +114,8 @@ std::string layout_report_text(const LayoutReport& r) {
   for (std::int64_t t = 0; t < r.params.tp; ++t)
     for (std::int64_t g = 0; g < r.params.gtp; ++g) {
       const std::int64_t real = r.params.gtp == 1 ? p.rows : p.real_rows(g);
-      out << "(" << t << ", " << g << ")   | " << real << " | " << (r.params.gtp == 1 ? 0 : p.shard_rows - real) << " | ";
+      out << "(" << t << ", " << g << ")   | " << real << " | " << (r.params.gtp == 1 ? 0 : p.shard_rows - real)
+          << " | ";
       std::string line;
       for (; i < r.pieces.size() && r.pieces[i].tp_rank == t && r.pieces[i].gtp_rank == g; ++i) {
         const ReportPiece& piece = r.pieces[i];

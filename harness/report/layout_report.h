@@ -20,14 +20,14 @@ enum class MixerFamily { gdp, mamba };
 /// The CLI's flags, one field each.
 struct LayoutParams {
   MixerFamily family = MixerFamily::gdp;
-  std::int64_t d_inner_local = 0;      // --d-inner-local D
-  std::int64_t group_state_local = 0;  // --group-state-local S (ngroups_l * d_state)
-  std::int64_t nheads_local = 0;       // --nheads-local H
-  std::int64_t householder = 3;        // --householder M (GDP only)
-  std::int64_t tp = 1;                 // --tp T
-  std::int64_t gtp = 1;                // --gtp G (1: the non-GTP split factory)
-  std::int64_t pad_align = 0;          // --pad-align P
-  std::int64_t cols = 1;               // --cols C
+  std::int64_t d_inner_local = 0;                             // --d-inner-local D
+  std::int64_t group_state_local = 0;                         // --group-state-local S (ngroups_l * d_state)
+  std::int64_t nheads_local = 0;                              // --nheads-local H
+  std::int64_t householder = 3;                               // --householder M (GDP only)
+  std::int64_t tp = 1;                                        // --tp T
+  std::int64_t gtp = 1;                                       // --gtp G (1: the non-GTP split factory)
+  std::int64_t pad_align = 0;                                 // --pad-align P
+  std::int64_t cols = 1;                                      // --cols C
   std::string key = "decoder.layers.0.mixer.in_proj.weight";  // --key K
   GtpSaveDesign design = GtpSaveDesign::shard_split;          // --design gather|shard-split
 };
@@ -46,9 +46,9 @@ struct ReportPiece {
 struct LayoutReport {
   LayoutParams params;
   SplitLayout layout;
-  GtpPadding padding;  // with G = 1: R = D, no padding
+  GtpPadding padding;                                                     // with G = 1: R = D, no padding
   std::vector<std::pair<std::int64_t, std::int64_t>> padding_only_ranks;  // (t, g)
-  std::vector<ReportPiece> pieces;  // in (t, g, build) order
+  std::vector<ReportPiece> pieces;                                        // in (t, g, build) order
   IntegrityReport integrity;
 };
 

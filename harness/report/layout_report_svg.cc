@@ -12,18 +12,20 @@ constexpr double kPlotHeight = 900, kColumnWidth = 260, kLeft = 120, kTop = 60, 
 std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
 
 // Distinct, stable colours per global rank (golden-angle hues).
-std::string colour(std::int64_t rank) {
-  return "hsl(" + std::to_string((rank * 137) % 360) + ",65%,68%)";
-}
+std::string colour(std::int64_t rank) { return "hsl(" + std::to_string((rank * 137) % 360) + ",65%,68%)"; }
 
 struct Canvas {
   std::ostringstream svg;
@@ -31,8 +33,8 @@ struct Canvas {
   double y(std::int64_t row) const { return kTop + static_cast<double>(row) * scale; }
   double x(std::int64_t t) const { return kLeft + static_cast<double>(t) * (kColumnWidth + 20); }
   void rect(double x0, double y0, double w, double h, const std::string& fill, const std::string& extra = "") {
-    svg << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << std::max(h, 0.5) << "' fill='" << fill
-        << "' " << extra << "/>\n";
+    svg << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << std::max(h, 0.5) << "' fill='"
+        << fill << "' " << extra << "/>\n";
   }
   void line(double x0, double y0, double x1, double y1, const std::string& style) {
     svg << "<line x1='" << x0 << "' y1='" << y0 << "' x2='" << x1 << "' y2='" << y1 << "' " << style << "/>\n";
@@ -52,7 +54,8 @@ void draw_axis(Canvas& c, const LayoutReport& r, std::int64_t total_rows) {
   }
   if (r.params.gtp > 1)  // GTP shard boundaries, solid
     for (std::int64_t g = 0; g <= r.params.gtp; ++g)
-      c.line(kLeft - 14, c.y(g * r.padding.shard_rows), right, c.y(g * r.padding.shard_rows), "stroke='#000' stroke-width='1.5'");
+      c.line(kLeft - 14, c.y(g * r.padding.shard_rows), right, c.y(g * r.padding.shard_rows),
+             "stroke='#000' stroke-width='1.5'");
   c.line(kLeft - 10, c.y(total_rows), right, c.y(total_rows), "stroke='#000'");
 }
 
@@ -64,12 +67,13 @@ void draw_column(Canvas& c, const LayoutReport& r, std::int64_t t) {
   for (const ReportPiece& p : r.pieces) {
     if (p.tp_rank != t || !p.main_replica) continue;  // non-main replicas save nothing
     const double h = p.local_shape[0] * c.scale;
-    c.rect(x0, c.y(p.tp_local_row), kColumnWidth, h, colour(t * r.params.gtp + p.gtp_rank), "stroke='#333' stroke-width='0.5'");
+    c.rect(x0, c.y(p.tp_local_row), kColumnWidth, h, colour(t * r.params.gtp + p.gtp_rank),
+           "stroke='#333' stroke-width='0.5'");
     if (h < kMinLabelPx) continue;
     const std::string name = p.key.substr(r.params.key.size() + 1);
     c.text(x0 + 4, c.y(p.tp_local_row) + std::min(h, 24.0) / 2 + 4,
-           "(" + std::to_string(t) + "," + std::to_string(p.gtp_rank) + ") " + name + " " + std::to_string(p.local_shape[0]) +
-               " rows @" + std::to_string(p.global_offset[0]),
+           "(" + std::to_string(t) + "," + std::to_string(p.gtp_rank) + ") " + name + " " +
+               std::to_string(p.local_shape[0]) + " rows @" + std::to_string(p.global_offset[0]),
            "font-size='10'");
   }
 }
@@ -85,18 +89,20 @@ std::string layout_report_svg(const LayoutReport& r) {
         << "' font-family='monospace'>\n<defs><pattern id='pad' width='6' height='6' patternUnits='userSpaceOnUse'>"
            "<rect width='6' height='6' fill='#eee'/><path d='M0,6 L6,0' stroke='#aaa'/></pattern></defs>\n";
   c.rect(0, 0, width, height, "white");
-  c.text(8, 20, r.params.key + ": D=" + std::to_string(r.padding.rows) + " T=" + std::to_string(r.params.tp) +
-                    " G=" + std::to_string(r.params.gtp) + " p=" + std::to_string(r.params.pad_align) + " R=" +
-                    std::to_string(r.padding.shard_rows) + " pad=" + std::to_string(r.padding.pad) + " design=" +
-                    (r.params.gtp == 1 ? "non-GTP" : to_string(r.params.design)),
+  c.text(8, 20,
+         r.params.key + ": D=" + std::to_string(r.padding.rows) + " T=" + std::to_string(r.params.tp) +
+             " G=" + std::to_string(r.params.gtp) + " p=" + std::to_string(r.params.pad_align) +
+             " R=" + std::to_string(r.padding.shard_rows) + " pad=" + std::to_string(r.padding.pad) +
+             " design=" + (r.params.gtp == 1 ? "non-GTP" : to_string(r.params.design)),
          "font-size='13'");
   draw_axis(c, r, total_rows);
   for (std::int64_t t = 0; t < r.params.tp; ++t) draw_column(c, r, t);
   const double legend = kTop + kPlotHeight + 25;
   c.text(8, legend, "dashed: chunk (section) starts; solid: GTP shard boundaries; hatched: pad rows (never saved);",
          "font-size='11'");
-  c.text(8, legend + 16, std::string("colour = saving rank (t, g); integrity: ") +
-                             (r.integrity.ok() ? "ok" : std::to_string(r.integrity.problems.size()) + " problems"),
+  c.text(8, legend + 16,
+         std::string("colour = saving rank (t, g); integrity: ") +
+             (r.integrity.ok() ? "ok" : std::to_string(r.integrity.problems.size()) + " problems"),
          "font-size='11'");
   c.svg << "</svg>\n";
   return c.svg.str();

@@ -66,7 +66,8 @@ Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& s, const st
     return make_error(ErrorKind::invalid_argument, "TP and PP sizes must be at least 1");
   if (layers % s.save_pp != 0)
     return make_error(ErrorKind::invalid_argument, "the GPT model has " + std::to_string(layers) +
-                                                       " layers, not divisible by --save-pp " + std::to_string(s.save_pp));
+                                                       " layers, not divisible by --save-pp " +
+                                                       std::to_string(s.save_pp));
   ModelConfig config = s.config;
   config.gated_mlp = s.gated;
   const OptimizerStates optimizer = s.optimizer ? OptimizerStates::adam() : OptimizerStates{};
@@ -106,10 +107,12 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
   char stderr_template[] = "/tmp/interop-harness-roundtrip-stderr-XXXXXX";
   const int stderr_fd = mkostemp(stderr_template, O_CLOEXEC);
-  if (stderr_fd < 0) return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+  if (stderr_fd < 0)
+    return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   int from_child[2];
   if (pipe2(from_child, O_CLOEXEC) != 0) {
-    const Error error = make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+    const Error error =
+        make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
     close(stderr_fd), unlink(stderr_template);
     return error;
   }
@@ -138,7 +141,8 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   int status = 0;
   bool reaped = false;
   while (!reaped) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       // SIGTERM first: mpirun forwards it to its ranks (which lead their own process groups) and
       // cleans up; then SIGKILL for whatever is left of the group.

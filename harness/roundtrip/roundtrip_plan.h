@@ -37,8 +37,8 @@ Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& scenario, c
 
 /// How a child process ended.
 struct ChildOutcome {
-  int exit_code = -1;      // valid when !signaled && !timed_out
-  bool signaled = false;   // killed by a signal it did not ask for
+  int exit_code = -1;     // valid when !signaled && !timed_out
+  bool signaled = false;  // killed by a signal it did not ask for
   int signal = 0;
   bool timed_out = false;  // we killed it (and its process group) at the deadline
   std::string stderr_tail;

@@ -141,8 +141,8 @@ std::string WorldScenario::layout_text(bool save_side) const {
   if (kind != "gdp_gtp") return (save_side ? save : load).text();
   const GtpWorld& w = save_side ? gtp_save : gtp_load;
   const std::int64_t n = w.tp * w.gtp;
-  return "TP=" + std::to_string(w.tp) + " GTP=" + std::to_string(w.gtp) + " p=" + std::to_string(w.pad_alignment) + " (" +
-         std::to_string(n) + (n == 1 ? " rank)" : " ranks)");
+  return "TP=" + std::to_string(w.tp) + " GTP=" + std::to_string(w.gtp) + " p=" + std::to_string(w.pad_alignment) +
+         " (" + std::to_string(n) + (n == 1 ? " rank)" : " ranks)");
 }
 
 RankLayout WorldLayout::rank_layout(std::int64_t r) const {
@@ -165,7 +165,6 @@ std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   return {{"gdp_in_proj_shard_split",
            "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the gather design runs"}};
 }
-
 
 Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {
   if (a < 1 || b < 1 || a > 8 || b > 8)
@@ -295,7 +294,7 @@ std::vector<Segment> window(const std::vector<Segment>& segs, std::int64_t first
 struct GtpRank {
   std::vector<Segment> shard;  // the (R, C) shard's rows
   Shape shard_shape;
-  std::vector<Segment> full;   // the gathered (D, C) rows, for the writers
+  std::vector<Segment> full;  // the gathered (D, C) rows, for the writers
   bool main_replica = false;
 };
 
@@ -330,12 +329,17 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
-  const auto gtp_json = [](const GtpWorld& w) { return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}}; };
+  const auto gtp_json = [](const GtpWorld& w) {
+    return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}};
+  };
   const auto layout_json = [&](const GtpWorld& w) -> Result<Json> {
     GdpDims dims;
-    dims.d_inner_local = 8 / w.tp, dims.group_state_local = 4 / w.tp, dims.nheads_local = 2 / w.tp, dims.householder = 1;
+    dims.d_inner_local = 8 / w.tp, dims.group_state_local = 4 / w.tp, dims.nheads_local = 2 / w.tp,
+    dims.householder = 1;
     IH_TRY_ASSIGN(layout, gdp_in_proj_layout(dims));
-    return Json{{"sections", layout.sections}, {"names", layout.names}, {"cols", s.gdp_cols},
+    return Json{{"sections", layout.sections},
+                {"names", layout.names},
+                {"cols", s.gdp_cols},
                 {"pad_for_alignment", w.pad_alignment}};
   };
   std::map<std::string, Shape> shapes;
@@ -371,9 +375,10 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   IH_TRY_ASSIGN(load_layout, layout_json(s.gtp_load));
   for (std::size_t r = 0; r < save_ranks.size(); ++r) {
     IH_TRY_ASSIGN(fill, seg_list(save_ranks[r].shard));
-    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
-                             Json{{"kind", "gdp_gtp"}, {"gtp", gtp_json(s.gtp_save)}, {"layout", save_layout},
-                                  {"fill", Json{{path, fill}}}}));
+    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"), Json{{"kind", "gdp_gtp"},
+                                                                                      {"gtp", gtp_json(s.gtp_save)},
+                                                                                      {"layout", save_layout},
+                                                                                      {"fill", Json{{path, fill}}}}));
   }
   std::map<std::string, std::vector<char>> covered;
   for (const auto& [k, shape] : shapes) covered[k].assign(static_cast<std::size_t>(numel(shape)), 0);
@@ -395,7 +400,8 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
     IH_TRY_STATUS(write_json(
         dir / ("oracle_rank_" + std::to_string(r) + ".json"),
         Json{{"rank", r},
-             {"tensors", Json::array({Json{{"path", path}, {"local_shape", g.shard_shape}, {"segments", segs}, {"fresh", false}}})},
+             {"tensors", Json::array({Json{
+                             {"path", path}, {"local_shape", g.shard_shape}, {"segments", segs}, {"fresh", false}}})},
              {"objects", Json::array()},
              {"plain", Json::array()}}));
   }
@@ -403,13 +409,16 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   Json expected_writers = Json::array();
   for (const auto& [chunk, ranks] : writers) {
     if (ranks.size() != 1)
-      return make_error(ErrorKind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " + chunk.first);
+      return make_error(ErrorKind::harness_error,
+                        "plan bug: " + std::to_string(ranks.size()) + " main replicas of " + chunk.first);
     expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
   }
   stats.expected_writers = static_cast<std::int64_t>(expected_writers.size());
-  IH_TRY_STATUS(write_json(dir / "catalogue.json",
-                           Json{{"keys", catalogue_keys}, {"fresh_keys", Json::array()}, {"writers", expected_writers},
-                                {"saved_plain", Json::object()}, {"uncovered_elements", stats.uncovered_elements}}));
+  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"keys", catalogue_keys},
+                                                        {"fresh_keys", Json::array()},
+                                                        {"writers", expected_writers},
+                                                        {"saved_plain", Json::object()},
+                                                        {"uncovered_elements", stats.uncovered_elements}}));
   return stats;
 }
 
@@ -435,7 +444,8 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   for (std::int64_t r = 0; r < s.save.ranks(); ++r) {
     const RankLayout l = s.save.rank_layout(r);
     auto tree = gpt_sharded_state_dict(config, layers, l, optimizer);
-    if (!tree.ok()) return tree.error().with_context("scenario '" + s.name + "', GPT state dict of save rank " + std::to_string(r));
+    if (!tree.ok())
+      return tree.error().with_context("scenario '" + s.name + "', GPT state dict of save rank " + std::to_string(r));
     std::vector<FlatEntry> entries = flatten(*tree);
     set_dense_replicas(entries, s.save, l);
     for (const FlatEntry& e : entries) {
@@ -461,7 +471,8 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   std::map<std::pair<std::string, Shape>, std::vector<std::int64_t>> writers;
   const auto id_of = [&](const std::string& key) -> Result<std::int64_t> {
     auto it = key_id.find(key);
-    if (it == key_id.end()) return make_error(ErrorKind::harness_error, "key '" + key + "' is not in the GPT catalogue");
+    if (it == key_id.end())
+      return make_error(ErrorKind::harness_error, "key '" + key + "' is not in the GPT catalogue");
     return it->second;
   };
   for (std::size_t r = 0; r < save_entries.size(); ++r) {
@@ -485,8 +496,9 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
         objects[e.path] = "oracle-object|" + o->key + "|" + offset_text(o->global_offset);
       }
     }
-    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
-                             Json{{"entries", json::entries_to_json(save_entries[r])}, {"fill", fill}, {"objects", objects}}));
+    IH_TRY_STATUS(
+        write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
+                   Json{{"entries", json::entries_to_json(save_entries[r])}, {"fill", fill}, {"objects", objects}}));
   }
   Json expected_writers = Json::array();
   for (const auto& [chunk, ranks] : writers) {
@@ -505,7 +517,9 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   for (std::int64_t r = 0; r < s.load.ranks(); ++r) {
     const RankLayout l = s.load.rank_layout(r);
     auto tree = hybrid_sharded_state_dict(config, s.pattern, l, optimizer);
-    if (!tree.ok()) return tree.error().with_context("scenario '" + s.name + "', hybrid state dict of load rank " + std::to_string(r));
+    if (!tree.ok())
+      return tree.error().with_context("scenario '" + s.name + "', hybrid state dict of load rank " +
+                                       std::to_string(r));
     std::vector<FlatEntry> entries = flatten(*tree);
     set_dense_replicas(entries, s.load, l);
     IH_TRY_ASSIGN(retargeted_tree, unflatten(entries));
@@ -525,7 +539,8 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
         Json list = Json::array();
         for (const Segment& seg : segs) {
           auto [it, added] = fresh_id.emplace(seg.key, kFreshIdBase + static_cast<std::int64_t>(fresh_id.size()));
-          if (added) fresh_keys.push_back(Json{{"id", it->second}, {"key", seg.key}, {"global_shape", seg.global_shape}});
+          if (added)
+            fresh_keys.push_back(Json{{"id", it->second}, {"key", seg.key}, {"global_shape", seg.global_shape}});
           list.push_back(segment_json(seg, it->second));
         }
         return list;
@@ -542,7 +557,8 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
           segs = Json::array({segment_json(whole_tensor(*pt), id)});
           prefill[e.path] = "sentinel";
         }
-        oracle_tensors.push_back(Json{{"path", e.path}, {"local_shape", t->local_shape}, {"segments", segs}, {"fresh", fresh}});
+        oracle_tensors.push_back(
+            Json{{"path", e.path}, {"local_shape", t->local_shape}, {"segments", segs}, {"fresh", fresh}});
       } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
         Json segs;
         if (fresh) {
@@ -606,19 +622,23 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       }
     }
     const std::string rank = std::to_string(r);
-    IH_TRY_STATUS(write_json(dir / ("load_rank_" + rank + ".json"),
-                             Json{{"entries", json::entries_to_json(entries)}, {"prefill", prefill}, {"objects", objects}}));
-    IH_TRY_STATUS(write_json(dir / ("oracle_rank_" + rank + ".json"),
-                             Json{{"rank", r}, {"tensors", oracle_tensors}, {"objects", oracle_objects}, {"plain", oracle_plain}}));
+    IH_TRY_STATUS(
+        write_json(dir / ("load_rank_" + rank + ".json"),
+                   Json{{"entries", json::entries_to_json(entries)}, {"prefill", prefill}, {"objects", objects}}));
+    IH_TRY_STATUS(write_json(
+        dir / ("oracle_rank_" + rank + ".json"),
+        Json{{"rank", r}, {"tensors", oracle_tensors}, {"objects", oracle_objects}, {"plain", oracle_plain}}));
   }
   for (const auto& [key, bits] : covered) stats.uncovered_elements += std::count(bits.begin(), bits.end(), 0);
   // Plain values the save world writes (the loaded common state must equal them).
   Json saved_plain = Json::object();
   for (const FlatEntry& e : save_entries[0])
     if (const auto* p = std::get_if<PlainValue>(&e.entry)) saved_plain[e.path] = p->repr;
-  IH_TRY_STATUS(write_json(dir / "catalogue.json",
-                           Json{{"keys", catalogue_keys}, {"fresh_keys", fresh_keys}, {"writers", expected_writers},
-                                {"saved_plain", saved_plain}, {"uncovered_elements", stats.uncovered_elements}}));
+  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"keys", catalogue_keys},
+                                                        {"fresh_keys", fresh_keys},
+                                                        {"writers", expected_writers},
+                                                        {"saved_plain", saved_plain},
+                                                        {"uncovered_elements", stats.uncovered_elements}}));
   return stats;
 }
 

@@ -35,7 +35,7 @@ struct WorldScenario {
   std::string name;
   std::string kind = "gpt_hybrid";  // or "gdp_gtp": the GDP mixer's in_proj, saved with the gather design
   GtpWorld gtp_save, gtp_load;      // kind gdp_gtp only
-  std::int64_t gdp_cols = 16;        // C of the in_proj (kind gdp_gtp)
+  std::int64_t gdp_cols = 16;       // C of the in_proj (kind gdp_gtp)
   std::string description;
   std::string pattern = "M*-M*-";  // the hybrid model that loads
   bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)
@@ -64,11 +64,11 @@ Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t sav
 
 /// What write_world_scenario computed.
 struct WorldPlanStats {
-  std::int64_t gpt_keys = 0;           // tensor keys the save world writes
-  std::int64_t saved_elements = 0;     // distinct global elements of those keys
-  std::int64_t expected_elements = 0;  // elements the load ranks will hold, summed over ranks
-  std::int64_t expected_writers = 0;   // (key, chunk) pairs with exactly one main replica
-  std::int64_t uncovered_elements = 0; // saved elements no load rank reads (must be 0)
+  std::int64_t gpt_keys = 0;            // tensor keys the save world writes
+  std::int64_t saved_elements = 0;      // distinct global elements of those keys
+  std::int64_t expected_elements = 0;   // elements the load ranks will hold, summed over ranks
+  std::int64_t expected_writers = 0;    // (key, chunk) pairs with exactly one main replica
+  std::int64_t uncovered_elements = 0;  // saved elements no load rank reads (must be 0)
 };
 
 /// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in

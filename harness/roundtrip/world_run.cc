@@ -71,17 +71,19 @@ std::string scenario_dir(const std::string& name) { return "s_" + name; }
 
 struct RankState {
   bool has_status = false;
-  Json status;   // pid, stage, step, scenario, since
+  Json status;  // pid, stage, step, scenario, since
   bool has_result = false;
-  Json result;   // scenarios: [...], error
+  Json result;  // scenarios: [...], error
 };
 
 std::vector<RankState> read_ranks(const fs::path& work, const std::string& phase, std::int64_t ranks) {
   std::vector<RankState> out(static_cast<std::size_t>(ranks));
   for (std::int64_t r = 0; r < ranks; ++r) {
     const std::string base = phase + "_rank_" + std::to_string(r) + ".json";
-    if (auto s = read_json_file(work / "status" / base)) out[static_cast<std::size_t>(r)].has_status = true, out[static_cast<std::size_t>(r)].status = *s;
-    if (auto s = read_json_file(work / "results" / base)) out[static_cast<std::size_t>(r)].has_result = true, out[static_cast<std::size_t>(r)].result = *s;
+    if (auto s = read_json_file(work / "status" / base))
+      out[static_cast<std::size_t>(r)].has_status = true, out[static_cast<std::size_t>(r)].status = *s;
+    if (auto s = read_json_file(work / "results" / base))
+      out[static_cast<std::size_t>(r)].has_result = true, out[static_cast<std::size_t>(r)].result = *s;
   }
   return out;
 }
@@ -98,10 +100,12 @@ std::string describe_rank(std::int64_t r, const RankState& st) {
   if (!st.has_status) return "rank " + std::to_string(r) + ": never reported a stage (did not start)";
   const double since = st.status.value("since", 0.0);
   const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count()) /
+                     1000.0;
   std::ostringstream text;
-  text << "rank " << r << " (pid " << st.status.value("pid", 0) << "): stage '" << st.status.value("stage", std::string("?"))
-       << "'";
+  text << "rank " << r << " (pid " << st.status.value("pid", 0) << "): stage '"
+       << st.status.value("stage", std::string("?")) << "'";
   if (st.status.contains("scenario") && st.status["scenario"].is_string())
     text << " of scenario " << st.status["scenario"].get<std::string>();
   text << " for " << static_cast<std::int64_t>(now - since) << " s";
@@ -134,7 +138,8 @@ bool port_taken(const WorldOutcome& w) {
   for (const RankState& st : w.ranks) {
     if (!st.has_result) continue;
     const std::string text = st.result.dump();
-    if (text.find("EADDRINUSE") != std::string::npos || text.find("address already in use") != std::string::npos) return true;
+    if (text.find("EADDRINUSE") != std::string::npos || text.find("address already in use") != std::string::npos)
+      return true;
   }
   return false;
 }
@@ -153,11 +158,31 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip_world.py";
   std::vector<std::string> cmd = {"mpirun"};
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.insert(cmd.end(), {"--oversubscribe", "--bind-to", "none", "-np", std::to_string(ranks),
-                         "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=" + std::to_string(port),
-                         "-x", "GLOO_SOCKET_IFNAME=lo", "-x", "OMP_NUM_THREADS=1", "-x", "PYTHONUNBUFFERED=1",
-                         "-x", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", o.python, script, "--work", o.work.string(),
-                         "--phase", phase, "--timeout", std::to_string(std::max<std::int64_t>(10, o.world_timeout_s - 5))});
+  cmd.insert(cmd.end(), {"--oversubscribe",
+                         "--bind-to",
+                         "none",
+                         "-np",
+                         std::to_string(ranks),
+                         "-x",
+                         "MASTER_ADDR=127.0.0.1",
+                         "-x",
+                         "MASTER_PORT=" + std::to_string(port),
+                         "-x",
+                         "GLOO_SOCKET_IFNAME=lo",
+                         "-x",
+                         "OMP_NUM_THREADS=1",
+                         "-x",
+                         "PYTHONUNBUFFERED=1",
+                         "-x",
+                         "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+                         o.python,
+                         script,
+                         "--work",
+                         o.work.string(),
+                         "--phase",
+                         phase,
+                         "--timeout",
+                         std::to_string(std::max<std::int64_t>(10, o.world_timeout_s - 5))});
   if (o.megatron_path) cmd.insert(cmd.end(), {"--megatron-path", *o.megatron_path});
   if (o.mutant && phase == "load") cmd.insert(cmd.end(), {"--mutant", *o.mutant});
   if (o.fault && o.fault->rfind("truncate", 0) != 0) cmd.insert(cmd.end(), {"--fault", *o.fault});
@@ -166,7 +191,8 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   fs::remove_all(o.work / "status", ec);
   fs::create_directories(o.work / "status", ec);
   fs::create_directories(o.work / "results", ec);
-  for (std::int64_t r = 0; r < ranks; ++r) fs::remove(o.work / "results" / (phase + "_rank_" + std::to_string(r) + ".json"), ec);
+  for (std::int64_t r = 0; r < ranks; ++r)
+    fs::remove(o.work / "results" / (phase + "_rank_" + std::to_string(r) + ".json"), ec);
   IH_TRY_ASSIGN(outcome, run_child(cmd, std::chrono::seconds(o.world_timeout_s),
                                    [&](const std::string& line) { o.progress("  [" + phase + "] " + line); }));
   w.launched = true;
@@ -179,7 +205,8 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
     // The laggard: the fewest stage changes among the ranks that did not finish.
     std::int64_t least = INT64_MAX;
     for (const RankState& st : w.ranks)
-      if (!st.has_status || st.status.value("stage", "") != "done") least = std::min(least, st.has_status ? st.status.value("step", std::int64_t{0}) : -1);
+      if (!st.has_status || st.status.value("stage", "") != "done")
+        least = std::min(least, st.has_status ? st.status.value("step", std::int64_t{0}) : -1);
     for (std::int64_t r = 0; r < ranks; ++r) {
       const RankState& st = w.ranks[static_cast<std::size_t>(r)];
       if (st.has_status && st.status.value("stage", "") == "done") continue;
@@ -202,12 +229,14 @@ std::int64_t max_of(const std::vector<RankState>& ranks, const std::string& name
 double max_seconds(const std::vector<RankState>& ranks, const std::string& name) {
   double m = 0;
   for (const RankState& st : ranks)
-    if (const Json* s = scenario_result(st, name); s && s->contains("seconds")) m = std::max(m, (*s)["seconds"].get<double>());
+    if (const Json* s = scenario_result(st, name); s && s->contains("seconds"))
+      m = std::max(m, (*s)["seconds"].get<double>());
   return m;
 }
 
 /// The first error a rank recorded for this scenario (or for its start), with the rank.
-std::optional<std::string> first_error(const std::vector<RankState>& ranks, const std::string& name, std::string* kind) {
+std::optional<std::string> first_error(const std::vector<RankState>& ranks, const std::string& name,
+                                       std::string* kind) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const Json* s = scenario_result(ranks[r], name);
     const Json* e = s && s->contains("error") ? &(*s)["error"] : nullptr;
@@ -277,7 +306,8 @@ std::optional<std::string> truncate_checkpoint(const fs::path& ckpt) {
   if (biggest.empty()) return std::nullopt;
   fs::resize_file(biggest, size / 2, ec);
   if (ec) return std::nullopt;
-  return biggest.filename().string() + " truncated from " + std::to_string(size) + " to " + std::to_string(size / 2) + " bytes";
+  return biggest.filename().string() + " truncated from " + std::to_string(size) + " to " + std::to_string(size / 2) +
+         " bytes";
 }
 
 }  // namespace
@@ -303,8 +333,9 @@ Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::s
   const int lock = open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   if (lock < 0) return make_error(ErrorKind::harness_error, "cannot open the build lock " + lock_path.string());
   flock(lock, LOCK_EX);  // one build at a time (parallel ctest runs)
-  if (!fs::exists(exe)) progress("building the LibTorch verifier (first use, about a minute): cmake --build " + build.string() +
-                                 " --target ih_roundtrip_verifier");
+  if (!fs::exists(exe))
+    progress("building the LibTorch verifier (first use, about a minute): cmake --build " + build.string() +
+             " --target ih_roundtrip_verifier");
   auto outcome = run_child({"cmake", "--build", build.string(), "--target", "ih_roundtrip_verifier"},
                            std::chrono::seconds(1200), [](const std::string&) {});
   flock(lock, LOCK_UN);
@@ -335,11 +366,15 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     auto st = write_world_scenario(s, dir);
     if (!st.ok()) return st.error();
     stats[s.name] = *st;
-    plan_scenarios.push_back(Json{{"name", s.name}, {"kind", s.kind}, {"dir", scenario_dir(s.name)}, {"pattern", s.pattern},
-                                  {"save", s.layout_text(true)}, {"load", s.layout_text(false)}});
-    o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) + "; " +
-               std::to_string(st->gpt_keys) + " GPT keys, " + std::to_string(st->saved_elements) + " elements saved, " +
-               std::to_string(st->expected_elements) + " expected on the load ranks");
+    plan_scenarios.push_back(Json{{"name", s.name},
+                                  {"kind", s.kind},
+                                  {"dir", scenario_dir(s.name)},
+                                  {"pattern", s.pattern},
+                                  {"save", s.layout_text(true)},
+                                  {"load", s.layout_text(false)}});
+    o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +
+               "; " + std::to_string(st->gpt_keys) + " GPT keys, " + std::to_string(st->saved_elements) +
+               " elements saved, " + std::to_string(st->expected_elements) + " expected on the load ranks");
   }
   IH_TRY_STATUS(write_json_file(o.work / "plan.json", Json{{"device", o.device}, {"scenarios", plan_scenarios}}));
 
@@ -349,7 +384,8 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   std::map<std::string, ScenarioOutcome> out;
   for (const WorldScenario& s : scenarios) {
     ScenarioOutcome& r = out[s.name];
-    r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true), r.load_layout = s.layout_text(false);
+    r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true),
+    r.load_layout = s.layout_text(false);
     r.save_ranks = save_ranks, r.load_ranks = load_ranks, r.device = o.device;
   }
 
@@ -374,8 +410,8 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
         const RankState& st = save.ranks[static_cast<std::size_t>(k)];
         const Json* sr = scenario_result(st, s.name);
         const bool reported = sr && (sr->value("ok", false) || sr->contains("error"));
-        if (!reported && !(st.has_result && st.result.contains("error")) && !save.timed_out &&
-            st.has_status && st.status.value("scenario", Json()) == Json(s.name))
+        if (!reported && !(st.has_result && st.result.contains("error")) && !save.timed_out && st.has_status &&
+            st.status.value("scenario", Json()) == Json(s.name))
           r.problems.push_back("save rank " + std::to_string(k) + " died without a result (killed?) at " +
                                describe_rank(k, st) + "; world exit " + std::to_string(save.exit_code));
       }
@@ -390,10 +426,12 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
         std::string who;
         for (std::int64_t k = 0; k < save_ranks; ++k) {
           const Json* sr = scenario_result(save.ranks[static_cast<std::size_t>(k)], s.name);
-          if (!sr || !sr->value("ok", false)) who += (who.empty() ? "" : "; ") + describe_rank(k, save.ranks[static_cast<std::size_t>(k)]);
+          if (!sr || !sr->value("ok", false))
+            who += (who.empty() ? "" : "; ") + describe_rank(k, save.ranks[static_cast<std::size_t>(k)]);
         }
-        r.problems.push_back("save world ended with exit " + std::to_string(save.exit_code) + " before every rank saved " +
-                             "this scenario (" + (who.empty() ? "a rank failed after saving" : who) + ")");
+        r.problems.push_back("save world ended with exit " + std::to_string(save.exit_code) +
+                             " before every rank saved " + "this scenario (" +
+                             (who.empty() ? "a rank failed after saving" : who) + ")");
       }
       const bool has_metadata = fs::exists(o.work / scenario_dir(s.name) / "checkpoint" / ".metadata");
       r.problems.push_back(std::string("checkpoint NOT complete and never loaded (.metadata ") +
@@ -419,7 +457,8 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   if (!loadable.empty()) {
     Json load_plan = Json::array();
     for (const auto& p : plan_scenarios)
-      if (std::find(loadable.begin(), loadable.end(), p["name"].get<std::string>()) != loadable.end()) load_plan.push_back(p);
+      if (std::find(loadable.begin(), loadable.end(), p["name"].get<std::string>()) != loadable.end())
+        load_plan.push_back(p);
     IH_TRY_STATUS(write_json_file(o.work / "plan.json", Json{{"device", o.device}, {"scenarios", load_plan}}));
     o.progress("load world: mpirun -np " + std::to_string(load_ranks) + " on " + std::to_string(loadable.size()) +
                " complete checkpoint(s)");
@@ -452,19 +491,21 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
           r.problems.push_back("load failed: " + *err);
           if (kind == "harness_error" || kind == "cannot_run") report.harness_fault = true;
         } else {
-          r.problems.push_back(load.timed_out ? "load world timed out" : "load world ended (exit " + std::to_string(load.exit_code) +
-                                                                          ") before every rank loaded this scenario");
+          r.problems.push_back(load.timed_out ? "load world timed out"
+                                              : "load world ended (exit " + std::to_string(load.exit_code) +
+                                                    ") before every rank loaded this scenario");
         }
         continue;  // nothing half-loaded is verified
       }
       // 5. Every element, in C++ with LibTorch.
       const fs::path dir = o.work / scenario_dir(name);
-      auto v = run_child({verifier.string(), "--dir", dir.string(), "--ranks", std::to_string(load_ranks), "--save-result",
-                          (o.work / "results" / "save_rank_0.json").string(), "--scenario", name, "--show", "8"},
-                         std::chrono::seconds(o.world_timeout_s), [&](const std::string& line) {
-                           auto parsed = json::parse(line);
-                           if (parsed.ok() && parsed->is_object()) r.details["verifier"] = *parsed;
-                         });
+      auto v =
+          run_child({verifier.string(), "--dir", dir.string(), "--ranks", std::to_string(load_ranks), "--save-result",
+                     (o.work / "results" / "save_rank_0.json").string(), "--scenario", name, "--show", "8"},
+                    std::chrono::seconds(o.world_timeout_s), [&](const std::string& line) {
+                      auto parsed = json::parse(line);
+                      if (parsed.ok() && parsed->is_object()) r.details["verifier"] = *parsed;
+                    });
       if (!v.ok()) return v.error();
       if (v->timed_out) {
         report.timed_out = true;

@@ -18,13 +18,13 @@
 namespace ih {
 
 struct WorldRunOptions {
-  std::string device = "cpu";                 // cpu (gloo) or cuda (NCCL)
-  std::optional<std::string> mutant;          // applied in the load world's Megatron
-  std::optional<std::string> fault;           // kill_save:R, hang_load:R (workers) or truncate (harness)
-  std::string python;                         // the venv python
+  std::string device = "cpu";         // cpu (gloo) or cuda (NCCL)
+  std::optional<std::string> mutant;  // applied in the load world's Megatron
+  std::optional<std::string> fault;   // kill_save:R, hang_load:R (workers) or truncate (harness)
+  std::string python;                 // the venv python
   std::optional<std::string> megatron_path;
-  std::int64_t world_timeout_s = 300;         // per world (save, load) and for the verifier
-  std::filesystem::path work;                 // plan, checkpoints, loaded files
+  std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
+  std::filesystem::path work;          // plan, checkpoints, loaded files
   bool no_cpu_patches = false;
   std::function<void(const std::string&)> progress = [](const std::string&) {};
 };
@@ -52,6 +52,7 @@ struct WorldRunReport {
 /// ih_roundtrip_verifier); an error says why it cannot be (no venv torch: "not run").
 Result<std::filesystem::path> ensure_roundtrip_verifier(const std::function<void(const std::string&)>& progress);
 
-Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& options);
+Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios,
+                                            const WorldRunOptions& options);
 
 }  // namespace ih

@@ -19,7 +19,8 @@ void add_target_options(ReproToken& token, const TargetSpec& spec) {
 
 Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target == "reference") {
-    if (spec.megatron_path) return make_error(ErrorKind::invalid_argument, "--megatron-path applies to --target megatron only");
+    if (spec.megatron_path)
+      return make_error(ErrorKind::invalid_argument, "--megatron-path applies to --target megatron only");
     if (spec.mutant) IH_TRY_STATUS(MutantImplementation::create(*spec.mutant));
     return spec;
   }
@@ -27,9 +28,11 @@ Result<TargetSpec> validated(TargetSpec spec) {
     return make_error(ErrorKind::invalid_argument, "unknown target '" + spec.target + "' (known: reference, megatron)");
   if (spec.megatron_path) {
     std::error_code error;
-    if (!std::filesystem::is_regular_file(std::filesystem::path(*spec.megatron_path) / "megatron/core/__init__.py", error))
-      return make_error(ErrorKind::invalid_argument, "--megatron-path " + *spec.megatron_path +
-                                                         " holds no megatron/core/__init__.py (not a Megatron-LM checkout)");
+    if (!std::filesystem::is_regular_file(std::filesystem::path(*spec.megatron_path) / "megatron/core/__init__.py",
+                                          error))
+      return make_error(ErrorKind::invalid_argument,
+                        "--megatron-path " + *spec.megatron_path +
+                            " holds no megatron/core/__init__.py (not a Megatron-LM checkout)");
     spec.megatron_path = std::filesystem::absolute(*spec.megatron_path).lexically_normal().string();
   }
   return spec;

@@ -80,9 +80,11 @@ class Verifier {
  public:
   explicit Verifier(const Json& catalogue) {
     for (const auto& k : catalogue.at("keys"))
-      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(), false};
+      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(),
+                                               false};
     for (const auto& k : catalogue.at("fresh_keys"))
-      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(), true};
+      keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(),
+                                               true};
   }
 
   std::string describe(std::int64_t v) const {
@@ -164,11 +166,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--dir") dir = next();
-    else if (a == "--ranks") ranks = std::stoi(next());
-    else if (a == "--save-result") save_result = next();
-    else if (a == "--scenario") scenario = next();
-    else if (a == "--show") show = static_cast<std::size_t>(std::stoul(next()));
+    if (a == "--dir")
+      dir = next();
+    else if (a == "--ranks")
+      ranks = std::stoi(next());
+    else if (a == "--save-result")
+      save_result = next();
+    else if (a == "--scenario")
+      scenario = next();
+    else if (a == "--show")
+      show = static_cast<std::size_t>(std::stoul(next()));
     else {
       std::cerr << "ERROR: invalid_argument: unknown flag " << a << "\n";
       return 2;
@@ -226,11 +233,16 @@ int main(int argc, char** argv) {
           ++compared;
           if (g[i] == want[i]) continue;
           std::string kind;
-          if (want[i] == 0) kind = "nonzero_pad";
-          else if (g[i] == kSentinel) kind = "dropped";
-          else if (fresh) kind = "fresh_changed";
-          else if (v.is_oracle_value(g[i])) kind = "misplaced";  // duplicated: decided below
-          else kind = "garbage";
+          if (want[i] == 0)
+            kind = "nonzero_pad";
+          else if (g[i] == kSentinel)
+            kind = "dropped";
+          else if (fresh)
+            kind = "fresh_changed";
+          else if (v.is_oracle_value(g[i]))
+            kind = "misplaced";  // duplicated: decided below
+          else
+            kind = "garbage";
           ++counts[kind];
           std::vector<std::int64_t> idx;
           std::int64_t rem = static_cast<std::int64_t>(i);
@@ -249,7 +261,9 @@ int main(int argc, char** argv) {
           wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
           notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
                           want + ", holds " +
-                          (it == by_path.end() ? "nothing" : it->second.isString() ? it->second.toStringRef() : "a non-string"));
+                          (it == by_path.end()     ? "nothing"
+                           : it->second.isString() ? it->second.toStringRef()
+                                                   : "a non-string"));
         }
       }
       for (const auto& p : oracle.at("plain")) {
@@ -263,7 +277,8 @@ int main(int argc, char** argv) {
           same = Json::parse(it->second.toStringRef().substr(5), nullptr, false) == saved;
         if (!same) {
           ++counts["plain"];
-          notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " + saved.dump());
+          notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " +
+                          saved.dump());
         }
       }
     }
@@ -276,7 +291,8 @@ int main(int argc, char** argv) {
           if (g[i] == h.expected[i] && g[i] > 0) right.insert(g[i]);
       }
       for (Wrong& w : wrong)
-        if (w.kind == "misplaced" && right.count(w.got)) w.kind = "duplicated", --counts["misplaced"], ++counts["duplicated"];
+        if (w.kind == "misplaced" && right.count(w.got))
+          w.kind = "duplicated", --counts["misplaced"], ++counts["duplicated"];
     }
     const std::int64_t uncovered = catalogue.value("uncovered_elements", std::int64_t{0});
     if (uncovered > 0) {
@@ -321,7 +337,8 @@ int main(int argc, char** argv) {
       }
       for (const auto& [k, w] : actual) {
         ++counts["writer"];
-        if (notes.size() < 50) notes.push_back("chunk " + k.first + list_text(k.second) + " written but no rank holds its main replica");
+        if (notes.size() < 50)
+          notes.push_back("chunk " + k.first + list_text(k.second) + " written but no rank holds its main replica");
       }
     }
     std::int64_t wrong_elements = 0;
@@ -339,8 +356,9 @@ int main(int argc, char** argv) {
         first.push_back("rank " + std::to_string(w.rank) + ": " + w.path + " loaded with shape " + list_text(w.local) +
                         " or a non-int64 dtype");
       } else if (w.kind != "object") {
-        const std::string where = w.kind == "nonzero_pad" ? "pad element (local " + list_text(w.local) + ")"
-                                                          : v.describe(w.expected) + " (local " + list_text(w.local) + ")";
+        const std::string where = w.kind == "nonzero_pad"
+                                      ? "pad element (local " + list_text(w.local) + ")"
+                                      : v.describe(w.expected) + " (local " + list_text(w.local) + ")";
         first.push_back(w.kind + ": rank " + std::to_string(w.rank) + ": " + w.path + ": " + where + " holds " +
                         v.describe(w.got));
       }
