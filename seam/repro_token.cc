@@ -56,19 +56,10 @@ Result<std::string> decode(std::string_view text, std::string_view what) {
   return out;
 }
 
-std::vector<std::string_view> fields(std::string_view text) {
+std::vector<std::string_view> split_view(std::string_view text, char separator) {
   std::vector<std::string_view> out;
   std::size_t start = 0;
-  for (std::size_t colon; (colon = text.find(':', start)) != std::string_view::npos; start = colon + 1)
-    out.push_back(text.substr(start, colon - start));
-  out.push_back(text.substr(start));
-  return out;
-}
-
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t start = 0;
-  for (std::size_t end; (end = text.find('\n', start)) != std::string_view::npos; start = end + 1)
+  for (std::size_t end; (end = text.find(separator, start)) != std::string_view::npos; start = end + 1)
     out.push_back(text.substr(start, end - start));
   out.push_back(text.substr(start));
   return out;
@@ -99,7 +90,7 @@ Result<ReproToken> parse_repro_token(std::string_view text) {
                  "' is not known to this harness (it reads ih1)");
     return bad("not a repro token of this harness (tokens start with ih1:)");
   }
-  const auto parts = fields(text.substr(ReproToken::kPrefix.size()));
+  const auto parts = split_view(text.substr(ReproToken::kPrefix.size()), ':');
   ReproToken token;
   IH_TRY_ASSIGN(check, decode(parts[0], "the check name"));
   if (check.empty()) return bad("empty check name");
@@ -123,7 +114,7 @@ Result<ReproToken> parse_repro_token(std::string_view text) {
 Result<PinnedCase> parse_pinned(std::string_view text) {
   std::optional<ReproToken> token;
   std::string reason;
-  for (const std::string_view line : lines_of(text)) {
+  for (const std::string_view line : split_view(text, '\n')) {
     if (line.substr(0, 7) == "token: ") {
       IH_TRY_ASSIGN(parsed, parse_repro_token(line.substr(7)));
       token = parsed;

@@ -1,5 +1,7 @@
 #include "harness/roundtrip/world_plan.h"
 
+#include "harness/roundtrip/roundtrip_plan.h"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -105,18 +107,7 @@ void set_dense_replicas(std::vector<FlatEntry>& entries, const WorldLayout& w, c
 }
 
 ModelConfig small_world_config() {
-  ModelConfig c;
-  c.hidden = 64;
-  c.num_attention_heads = 8;
-  c.num_query_groups = 8;
-  c.kv_channels = 8;
-  c.ffn_hidden = 128;
-  c.add_bias = true;
-  c.vocab = 256;
-  c.mamba_heads = 8;
-  c.mamba_head_dim = 8;
-  c.mamba_groups = 8;
-  c.mamba_state = 8;
+  ModelConfig c = RoundtripScenario::small_config();  // the two-world round trip's small model, with experts
   c.moe_ffn_hidden = 64;
   return c;
 }
