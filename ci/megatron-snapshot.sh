@@ -16,11 +16,15 @@ if [ -z "$archive" ] || [ ! -f "$archive" ]; then
 fi
 name=$(basename "$archive" .tar.gz)
 dest=build/megatron-snapshot/$name
+mkdir -p build/megatron-snapshot
+# Tests ask for the snapshot in parallel: one extracts (under the lock), into a private folder, then
+# renames it into place; the others wait and find it there.
+exec 9>build/megatron-snapshot/.lock
+flock -w 600 9 || { echo "megatron-snapshot: timed out waiting for another extraction" >&2; exit 4; }
 if [ ! -f "$dest/megatron/core/__init__.py" ]; then
-  rm -rf "$dest.partial"
-  mkdir -p "$dest.partial"
-  tar -xzf "$archive" -C "$dest.partial"
+  partial=$(mktemp -d build/megatron-snapshot/.partial.XXXXXX)
+  tar -xzf "$archive" -C "$partial"
   rm -rf "$dest"
-  mv "$dest.partial" "$dest"
+  mv "$partial" "$dest"
 fi
 echo "$(cd "$dest" && pwd)"
