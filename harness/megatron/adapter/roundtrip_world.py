@@ -345,6 +345,20 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
 
 
+def start_measured_call(world, dist, torch, device, entry, what):
+    """Lines every rank up, then zeroes the peak counters just before dist_checkpointing.<what>:
+    returns (on CUDA?, the stage name the call runs under)."""
+    set_stage(world, f"{what}: barrier before dist_checkpointing.{what}")
+    dist.barrier()
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    entry["rss_before"] = vm_field("VmRSS")
+    entry["peak_reset"] = reset_peak_rss()
+    return cuda, set_stage(world, f"{what}: dist_checkpointing.{what}")
+
+
 def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device):
     nbytes = tensor_bytes(sd, torch)
     entry["bytes"] = nbytes
@@ -354,15 +368,7 @@ def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device):
     killer = None
     if world.fault("kill_save"):
         killer = kill_when_writing(ckpt, world.rank)
-    stage = set_stage(world, "save: barrier before dist_checkpointing.save")
-    dist.barrier()
-    cuda = device.startswith("cuda")
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    entry["rss_before"] = vm_field("VmRSS")
-    entry["peak_reset"] = reset_peak_rss()
-    stage = set_stage(world, "save: dist_checkpointing.save")
+    cuda, stage = start_measured_call(world, dist, torch, device, entry, "save")
     t0 = time.perf_counter()
     try:
         dist_checkpointing.save(sd, ckpt)
@@ -507,15 +513,7 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     nbytes = tensor_bytes(sd, torch)
     entry["bytes"] = nbytes
     entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
-    stage = set_stage(world, "load: barrier before dist_checkpointing.load")
-    dist.barrier()
-    cuda = device.startswith("cuda")
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    entry["rss_before"] = vm_field("VmRSS")
-    entry["peak_reset"] = reset_peak_rss()
-    stage = set_stage(world, "load: dist_checkpointing.load")
+    cuda, stage = start_measured_call(world, dist, torch, device, entry, "load")
     t0 = time.perf_counter()
     try:
         loaded = dist_checkpointing.load(sd, ckpt)
