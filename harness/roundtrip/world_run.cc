@@ -158,31 +158,14 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip_world.py";
   std::vector<std::string> cmd = {"mpirun"};
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  cmd.insert(cmd.end(), {"--oversubscribe",
-                         "--bind-to",
-                         "none",
-                         "-np",
-                         std::to_string(ranks),
-                         "-x",
-                         "MASTER_ADDR=127.0.0.1",
-                         "-x",
-                         "MASTER_PORT=" + std::to_string(port),
-                         "-x",
-                         "GLOO_SOCKET_IFNAME=lo",
-                         "-x",
-                         "OMP_NUM_THREADS=1",
-                         "-x",
-                         "PYTHONUNBUFFERED=1",
-                         "-x",
-                         "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
-                         o.python,
-                         script,
-                         "--work",
-                         o.work.string(),
-                         "--phase",
-                         phase,
-                         "--timeout",
-                         std::to_string(std::max<std::int64_t>(10, o.world_timeout_s - 5))});
+  cmd.insert(cmd.end(),
+             {"--oversubscribe", "--bind-to", "none", "-np", std::to_string(ranks), "-x", "MASTER_ADDR=127.0.0.1", "-x",
+              "MASTER_PORT=" + std::to_string(port), "-x", "GLOO_SOCKET_IFNAME=lo", "-x", "OMP_NUM_THREADS=1", "-x",
+              "PYTHONUNBUFFERED=1", "-x", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", o.python, script, "--work",
+              o.work.string(), "--phase", phase, "--timeout",
+              // Twice the world's: the harness's own timeout must fire first, so a hung rank is
+              // named as hung instead of its peer failing in a collective (seen under load).
+              std::to_string(std::max<std::int64_t>(10, o.world_timeout_s * 2))});
   if (o.megatron_path) cmd.insert(cmd.end(), {"--megatron-path", *o.megatron_path});
   if (o.mutant && phase == "load") cmd.insert(cmd.end(), {"--mutant", *o.mutant});
   if (o.fault && o.fault->rfind("truncate", 0) != 0) cmd.insert(cmd.end(), {"--fault", *o.fault});
