@@ -11,6 +11,7 @@
 #include "models/strict_load.h"
 #include "models/synthetic_model.h"
 #include "properties/gtp_world.h"
+#include "properties/load_world.h"
 #include "properties/suite.h"
 
 namespace ih::props {
@@ -350,13 +351,7 @@ Result<std::int64_t> synthetic_in_proj_rows(const ModelConfig& m, std::int64_t t
 
 Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
   IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
-  std::vector<StateNode> saved;
-  for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
-    IH_VERDICT_ASSIGN(tree,
-                      gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
-    saved.push_back(std::move(tree));
-  }
-  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
+  IH_VERDICT_ASSIGN(checkpoint, save_gpt(c, maps.num_gpt_layers));
   const ModelConfig& m = c.hybrid.config;
   IH_VERDICT_ASSIGN(rows, synthetic_in_proj_rows(m, c.hybrid.layout.tp));
   IH_VERDICT_ASSIGN(padding, gtp_weight_padding(rows, c.hybrid.layout.gtp, m.pad_alignment));
@@ -412,13 +407,7 @@ Verdict gpt_to_hybrid_under_gtp(Implementation& impl, const LoadCase& c) {
 /// ambiguity, modelled as Megatron has it). Any other uncovered request is a failure.
 Verdict single_expert_keys(Implementation& impl, const LoadCase& c) {
   IH_VERDICT_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.hybrid.pattern)));
-  std::vector<StateNode> saved;
-  for (const RankLayout& rank : all_ranks(c.gpt_layout)) {
-    IH_VERDICT_ASSIGN(tree,
-                      gpt_sharded_state_dict(c.hybrid.config, maps.num_gpt_layers, rank, OptimizerStates::adam()));
-    saved.push_back(std::move(tree));
-  }
-  IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(saved));
+  IH_VERDICT_ASSIGN(checkpoint, save_gpt(c, maps.num_gpt_layers));
   std::int64_t ambiguous = 0;
   for (const RankLayout& rank : all_ranks(c.hybrid.layout)) {
     IH_VERDICT_ASSIGN(tree,

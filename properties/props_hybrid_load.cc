@@ -11,7 +11,6 @@
 #include "properties/suite.h"
 
 namespace ih::props {
-namespace {
 
 Result<Checkpoint> save_gpt(const LoadCase& c, std::int64_t layers) {
   std::vector<StateNode> trees;
@@ -21,6 +20,8 @@ Result<Checkpoint> save_gpt(const LoadCase& c, std::int64_t layers) {
   }
   return save_checkpoint(trees);
 }
+
+namespace {
 
 /// Fresh-layer entries must come back as LNPs holding exactly the original data.
 Verdict fresh_entries_local(const std::vector<FlatEntry>& before, const std::vector<FlatEntry>& after,
