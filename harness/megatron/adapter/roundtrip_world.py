@@ -315,6 +315,21 @@ def gtp_state(world, M, torch, rank_plan, values):
     return sd, prefix + "in_proj.weight", weight
 
 
+def untensored_leaf(M, codec, e, path, where, rank_plan):
+    """A plan entry that carries no tensor data, built alike for save and load: a ShardedObject with
+    the plan's object value, a plain common value, or a LocalNonpersistentObject."""
+    kind = e["kind"]
+    if kind == "object":
+        so = codec.leaf(e, where)
+        so.data = rank_plan["objects"][path]
+        return so
+    if kind == "plain":
+        return e.get("value")
+    if kind == "local":
+        return M.LocalNonpersistentObject(e.get("value"))
+    raise ValueError(f"{where}: unknown entry kind {kind!r}")
+
+
 def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
     stage = set_stage(world, "save: build state")
     rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
@@ -334,14 +349,8 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
             f = codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where)
             f.data = fill(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device)
             sd[path] = f
-        elif kind == "object":
-            so = codec.leaf(e, where)
-            so.data = rank_plan["objects"][path]
-            sd[path] = so
-        elif kind == "plain":
-            sd[path] = e.get("value")
-        elif kind == "local":
-            sd[path] = M.LocalNonpersistentObject(e.get("value"))
+        else:
+            sd[path] = untensored_leaf(M, codec, e, path, where, rank_plan)
     return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
 
 
@@ -473,14 +482,8 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
                    else codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where))
             obj.data = data
             sd[path] = obj
-        elif kind == "object":
-            so = codec.leaf(e, where)
-            so.data = rank_plan["objects"][path]
-            sd[path] = so
-        elif kind == "plain":
-            sd[path] = e.get("value")
-        elif kind == "local":
-            sd[path] = M.LocalNonpersistentObject(e.get("value"))
+        else:
+            sd[path] = untensored_leaf(M, codec, e, path, where, rank_plan)
     if world.fault("hang_load"):
         set_stage(world, "load: before retarget (this rank stopped answering: injected hang)")
         while True:
