@@ -47,6 +47,10 @@ def load_megatron(megatron_path):
             raise ImportError(f"--megatron-path {megatron_path}: no megatron/core/__init__.py there "
                               "(give the root of a Megatron-LM checkout)")
         sys.path.insert(0, root)
+        if not os.path.exists(os.path.join(root, ".git")):
+            # Megatron's package_info appends `git rev-parse` of whatever repository encloses it: for
+            # a snapshot extracted under this project's build/ that is the harness's own commit.
+            os.environ.setdefault("NO_VCS_VERSION", "1")
     import importlib
 
     import torch
