@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "models/text.h"
 
@@ -36,10 +37,11 @@ bool GptCompatLayerMaps::is_fresh(std::int64_t hybrid_index) const {
 Result<GptCompatLayerMaps> gpt_compatible_layer_maps(std::optional<std::string_view> pattern) {
   using namespace pattern;
   IH_TRY_ASSIGN(parsed, parse(pattern));
-  const std::string shown = pattern ? py_repr(*pattern) : "None";
+  // The repr is built only for an error message: most fuzzed and generated patterns are valid.
+  const auto shown = [&pattern] { return pattern ? py_repr(*pattern) : std::string("None"); };
   if (parsed.mtp_depth > 0)
     return make_error(ErrorKind::mtp_present,
-                      "Hybrid layer pattern " + shown + " contains MTP layers ('/" + parsed.mtp.value_or("") +
+                      "Hybrid layer pattern " + shown() + " contains MTP layers ('/" + parsed.mtp.value_or("") +
                           "'), which have no source weights in a GPT checkpoint. Remove the MTP part of the pattern "
                           "to load a GPT checkpoint.");
   const std::string main = strip_pipes(parsed.main.value_or(""));
@@ -50,7 +52,7 @@ Result<GptCompatLayerMaps> gpt_compatible_layer_maps(std::optional<std::string_v
     if (c != kAttention && c != kMlp && c != kMoe && c != kMamba) untranslatable.insert(c);
   if (!untranslatable.empty())
     return make_error(ErrorKind::untranslatable_layer_types,
-                      "Hybrid layer pattern " + shown + " contains layer types " + py_list_repr(untranslatable) +
+                      "Hybrid layer pattern " + shown() + " contains layer types " + py_list_repr(untranslatable) +
                           " that cannot be translated from a GPT checkpoint. Supported: ['*', '-', 'E', 'M'] ('M' "
                           "layers keep their fresh initialization).");
   IH_TRY_ASSIGN(maps, layer_maps_from_types(main));
@@ -59,22 +61,24 @@ Result<GptCompatLayerMaps> gpt_compatible_layer_maps(std::optional<std::string_v
   if (!dense.empty() && !moe.empty())
     return make_error(
         ErrorKind::mixed_mlp_kinds,
-        "Hybrid layer pattern " + shown +
+        "Hybrid layer pattern " + shown() +
             " mixes dense ('-') and MoE ('E') MLP positions. GPT "
             "checkpoints have one MLP kind on every layer, so the pattern must use only one of '-' or 'E'.");
   const IndexMap& mlp = moe.empty() ? dense : moe;
   const IndexMap& attention = maps[symbol_index(kAttention)];
   if (attention.size() != mlp.size() || attention.empty())
     return make_error(ErrorKind::unbalanced_attention_mlp,
-                      "Hybrid layer pattern " + shown + " has " + std::to_string(attention.size()) +
+                      "Hybrid layer pattern " + shown() + " has " + std::to_string(attention.size()) +
                           " attention ('*') and " + std::to_string(mlp.size()) +
                           " MLP ('-'/'E') positions. Each GPT layer provides exactly one attention and one MLP "
                           "sub-module, so the pattern needs an equal, nonzero number of each.");
   GptCompatLayerMaps out;
-  out.attention_to_gpt = attention;
-  out.mlp_to_gpt = mlp;
-  for (const auto& [hybrid, ordinal] : maps[symbol_index(kMamba)]) out.fresh_init.push_back(hybrid);
+  const IndexMap& mamba = maps[symbol_index(kMamba)];
+  out.fresh_init.reserve(mamba.size());
+  for (const auto& [hybrid, ordinal] : mamba) out.fresh_init.push_back(hybrid);
   out.num_gpt_layers = static_cast<std::int64_t>(attention.size());
+  out.attention_to_gpt = std::move(maps[symbol_index(kAttention)]);
+  out.mlp_to_gpt = std::move(moe.empty() ? maps[symbol_index(kMlp)] : maps[symbol_index(kMoe)]);
   return out;
 }
 

@@ -1,6 +1,8 @@
 #include "models/hybrid_pattern.h"
 
 #include <algorithm>
+#include <array>
+#include <tuple>
 
 #include "models/checked_math.h"
 #include "models/text.h"
@@ -111,32 +113,39 @@ Result<SegmentSelection> select_legacy(std::string_view pattern, const SegmentRe
 bool is_layer_symbol(char c) { return symbol_index(c) >= 0; }
 
 int symbol_index(char c) {
-  for (std::size_t i = 0; i < kNameSortedSymbols.size(); ++i)
-    if (kNameSortedSymbols[i] == c) return static_cast<int>(i);
-  return -1;
+  // A table rather than a search: every character of every pattern passes here.
+  static constexpr std::array<std::int8_t, 256> kIndexOfByte = [] {
+    std::array<std::int8_t, 256> table{};
+    table.fill(-1);
+    for (std::size_t i = 0; i < kNameSortedSymbols.size(); ++i)
+      table[static_cast<unsigned char>(kNameSortedSymbols[i])] = static_cast<std::int8_t>(i);
+    return table;
+  }();
+  return kIndexOfByte[static_cast<unsigned char>(c)];
 }
 
 Result<ParsedPattern> parse(std::optional<std::string_view> pattern) {
   if (!pattern) return ParsedPattern{};
-  const std::vector<std::string> parts = split(*pattern, kMtpSeparator);
-  if (parts.size() == 1) {
-    IH_TRY_STATUS(validate_pattern(parts[0], "main", true));
-    return ParsedPattern{parts[0], std::nullopt, 0};
+  if (pattern->find(kMtpSeparator) == std::string_view::npos) {  // no MTP part: nothing to split
+    IH_TRY_STATUS(validate_pattern(*pattern, "main", true));
+    return ParsedPattern{std::string(*pattern), std::nullopt, 0};
   }
-  const std::string& main = parts[0];
+  const std::vector<std::string_view> parts = split_views(*pattern, kMtpSeparator);
+  const std::string_view main = parts[0];
   if (!main.empty()) IH_TRY_STATUS(validate_pattern(main, "main", true));
   const std::optional<std::string> main_or_none = main.empty() ? std::nullopt : std::optional<std::string>(main);
-  const bool all_empty = std::all_of(parts.begin() + 1, parts.end(), [](const std::string& p) { return p.empty(); });
+  const bool all_empty = std::all_of(parts.begin() + 1, parts.end(), [](std::string_view p) { return p.empty(); });
   if (all_empty) return ParsedPattern{main_or_none, std::nullopt, 0};
-  const std::string& first = parts[1];
+  const std::string_view first = parts[1];
   for (std::size_t i = 2; i < parts.size(); ++i) {
     if (parts[i] != first)
-      return make_error(ErrorKind::mtp_not_identical, "All MTP patterns must be identical. Pattern 1 is '" + first +
-                                                          "', but pattern " + std::to_string(i) + " is '" + parts[i] +
-                                                          "'. Full pattern: '" + std::string(*pattern) + "'");
+      return make_error(ErrorKind::mtp_not_identical, "All MTP patterns must be identical. Pattern 1 is '" +
+                                                          std::string(first) + "', but pattern " + std::to_string(i) +
+                                                          " is '" + std::string(parts[i]) + "'. Full pattern: '" +
+                                                          std::string(*pattern) + "'");
   }
   IH_TRY_STATUS(validate_pattern(first, "MTP", false));
-  return ParsedPattern{main_or_none, first, static_cast<std::int64_t>(parts.size() - 1)};
+  return ParsedPattern{main_or_none, std::string(first), static_cast<std::int64_t>(parts.size() - 1)};
 }
 
 std::string strip_pipes(std::string_view main) {
@@ -204,6 +213,10 @@ Result<SegmentSelection> select_segment(std::string_view main, const SegmentRequ
 
 Result<LayerTypeMaps> layer_maps_from_types(std::string_view layer_chars) {
   LayerTypeMaps maps;
+  std::array<std::size_t, std::tuple_size_v<LayerTypeMaps>> counts{};  // one allocation per map, not a growth chain
+  for (const char c : layer_chars)
+    if (const int type = symbol_index(c); type >= 0) ++counts[type];
+  for (std::size_t type = 0; type < counts.size(); ++type) maps[type].reserve(counts[type]);
   for (std::size_t global = 0; global < layer_chars.size(); ++global) {
     const int type = symbol_index(layer_chars[global]);
     if (type < 0)

@@ -13,15 +13,20 @@ std::string join_ints(const std::vector<std::int64_t>& values, std::string_view 
   return out;
 }
 
-std::vector<std::string> split(std::string_view text, char sep) {
-  std::vector<std::string> parts;
+std::vector<std::string_view> split_views(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
   std::size_t start = 0;
   for (;;) {
     const std::size_t pos = text.find(sep, start);
-    parts.emplace_back(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    parts.push_back(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
     if (pos == std::string_view::npos) return parts;
     start = pos + 1;
   }
+}
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  const std::vector<std::string_view> views = split_views(text, sep);
+  return {views.begin(), views.end()};
 }
 
 Result<std::int64_t> parse_int(std::string_view text) {

@@ -14,6 +14,8 @@ namespace ih {
 std::string join_ints(const std::vector<std::int64_t>& values, std::string_view sep);
 /// Python's str.split(sep) for a single-character separator (keeps empty parts).
 std::vector<std::string> split(std::string_view text, char sep);
+/// split() without copies: the parts are views into `text`.
+std::vector<std::string_view> split_views(std::string_view text, char sep);
 /// Parses a base-10 integer that must fill the text (optional leading '-'); names the text on error.
 Result<std::int64_t> parse_int(std::string_view text);
 /// Parses "1.2.3" style lists.

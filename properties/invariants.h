@@ -27,11 +27,13 @@ std::string describe(const Result<GptCompatLayerMaps>& maps);
 /// The maps spec 2.2 derives from the layer characters (pipes removed): the i-th '*' and the i-th
 /// MLP pair with GPT layer i, 'M' is fresh. Precondition: `layers` is a valid GPT-compatible main.
 GptCompatLayerMaps expected_maps(std::string_view layers);
-/// impl.layer_maps(pattern) equals expected_maps(layers), where layers is pattern's main without pipes.
-Broken maps_match_layers(Implementation& impl, std::string_view pattern, std::string_view layers);
-/// The maps (or the error kind) do not change when the pipes are removed or a trailing '/' or '//'
-/// is added. Precondition: pattern has no MTP part (no '/').
-Broken maps_invariant_under_separators(Implementation& impl, std::string_view pattern, std::string_view layers);
+/// `got` (an implementation's layer_maps(pattern)) equals expected_maps(layers), where layers is
+/// pattern's main without pipes. The caller passes the maps in, so one call serves both checks below.
+Broken maps_match_layers(const Result<GptCompatLayerMaps>& got, std::string_view pattern, std::string_view layers);
+/// The maps (`got`, as above; or the error kind) do not change when the pipes are removed or a
+/// trailing '/' or '//' is added. Precondition: pattern has no MTP part (no '/').
+Broken maps_invariant_under_separators(Implementation& impl, const Result<GptCompatLayerMaps>& got,
+                                       std::string_view pattern, std::string_view layers);
 /// With S segments and P dividing S, stage (rank r, virtual stage vp) builds segment vp*P + r at
 /// the summed offset (spec 1.6).
 Broken segments_follow_vp_major_order(Implementation& impl, const std::vector<std::string>& segments, std::int64_t pp);

@@ -13,11 +13,11 @@ using invariants::describe;
 
 // The bodies live in properties/invariants.h, shared with the fuzz targets and the replays.
 Verdict maps_match_layers(Implementation& impl, const PatternCase& c) {
-  return invariants::maps_match_layers(impl, c.pattern, c.layers);
+  return invariants::maps_match_layers(impl.layer_maps(c.pattern), c.pattern, c.layers);
 }
 
 Verdict maps_invariant_under_separators(Implementation& impl, const PatternCase& c) {
-  return invariants::maps_invariant_under_separators(impl, c.pattern, c.layers);
+  return invariants::maps_invariant_under_separators(impl, impl.layer_maps(c.pattern), c.pattern, c.layers);
 }
 
 bool is_parse_kind(ErrorKind kind) {
