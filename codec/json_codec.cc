@@ -130,8 +130,7 @@ Error error_from_json(const Json& object) {
   const std::string message = object.is_object() && object.contains("message") && object["message"].is_string()
                                   ? object["message"].get<std::string>()
                                   : dump(object);
-  for (int k = 0; k <= static_cast<int>(ErrorKind::harness_error); ++k)
-    if (to_string(static_cast<ErrorKind>(k)) == kind) return Error{static_cast<ErrorKind>(k), message};
+  if (const auto known = error_kind_from_name(kind)) return Error{*known, message};
   return Error{ErrorKind::invalid_argument, "[" + kind + "] " + message};
 }
 

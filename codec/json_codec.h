@@ -9,6 +9,7 @@
 
 #include "models/flat_state.h"
 #include "models/gpt_layer_maps.h"
+#include "seam/error_kinds.h"
 
 namespace ih::json {
 

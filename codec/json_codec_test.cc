@@ -202,7 +202,7 @@ TEST(JsonRoundTrip, FactoryCarriesItsBuildAndRecipe) {
   const auto& decoded = std::get<ShardedTensorFactory>(back);
   EXPECT_EQ(decoded, f);
   EXPECT_EQ(decoded.build().value(), f.build().value());
-  EXPECT_EQ(decoded.merge(StateNode()).error().kind, ErrorKind::unsupported);
+  EXPECT_EQ(decoded.merge(StateNode()).error().kind, seam_kind::unsupported);
 }
 
 TEST(JsonRoundTrip, FactoryWhoseBuildFailsReportsTheError) {
@@ -241,8 +241,8 @@ TEST(JsonRoundTrip, TreesOfDictsListsAndPlainValues) {
 }
 
 TEST(JsonRoundTrip, ErrorsOfEveryKind) {
-  for (int k = 0; k <= static_cast<int>(ErrorKind::harness_error); ++k) {
-    const Error e{static_cast<ErrorKind>(k), "message " + std::to_string(k)};
+  for (const ErrorKind kind : all_error_kinds()) {
+    const Error e{kind, "message " + std::string(to_string(kind))};
     const Error back = error_from_json(must_parse(dump(error_to_json(e))));
     EXPECT_EQ(back.kind, e.kind) << to_string(e.kind);
     EXPECT_EQ(back.message, e.message);

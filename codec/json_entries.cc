@@ -147,7 +147,7 @@ class BuiltFactory : public FactoryBuilder {
     return built_;
   }
   Result<TensorValue> merge(const StateNode&) const override {
-    return make_error(ErrorKind::unsupported, "a factory decoded from JSON has no merge");
+    return make_error(seam_kind::unsupported, "a factory decoded from JSON has no merge");
   }
 
  private:

@@ -2,7 +2,7 @@
 
 namespace ih {
 
-std::string_view to_string(ErrorKind kind) {
+std::string_view model_kind_name(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::invalid_symbol: return "invalid_symbol";
     case ErrorKind::mtp_not_identical: return "mtp_not_identical";
@@ -40,12 +40,9 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::invalid_argument: return "invalid_argument";
     case ErrorKind::overflow: return "overflow";
     case ErrorKind::bad_json: return "bad_json";
-    case ErrorKind::unsupported: return "unsupported";
     case ErrorKind::not_modelled: return "not_modelled";
-    case ErrorKind::timeout: return "timeout";
-    case ErrorKind::harness_error: return "harness_error";
   }
-  return "unknown";
+  return "";
 }
 
 }  // namespace ih

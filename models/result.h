@@ -1,6 +1,7 @@
 // Errors as values for the reference model: every failure names its kind and the offending input.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -8,8 +9,10 @@
 
 namespace ih {
 
-/// One distinct code per check of the spec, so tests can assert *which* check fired.
-enum class ErrorKind {
+/// One distinct code per check of the spec, so tests can assert *which* check fired. The underlying
+/// type is fixed so that the layers above the model can declare kinds of their own, from
+/// kFirstOuterErrorKind up; the model never produces those and does not name them.
+enum class ErrorKind : std::uint16_t {
   // Pattern grammar and GPT layer maps (spec 1, 2.2). Names are the CLI's JSON "kind" strings.
   invalid_symbol,
   mtp_not_identical,
@@ -52,14 +55,16 @@ enum class ErrorKind {
   invalid_argument,
   overflow,
   bad_json,
-  unsupported,    // the implementation cannot answer this operation (a check that needs it is not run)
-  not_modelled,   // the reference model does not go this deep (e.g. element reads of column slices)
-  timeout,        // a subprocess or rank did not answer in time
-  harness_error,  // the harness itself failed (a subprocess died, a protocol broke)
+  // The model's own depth limit: the reference does not go this deep (e.g. element reads of column slices).
+  not_modelled,
 };
 
-/// The stable snake_case name of a kind (the CLI's JSON "kind").
-std::string_view to_string(ErrorKind kind);
+/// Kinds from this value up belong to the layers above the model (seam/error_kinds.h).
+inline constexpr std::uint16_t kFirstOuterErrorKind = 256;
+
+/// The stable snake_case name of one of the model's kinds (the CLI's JSON "kind"); "" for any other
+/// value. Code above the model names every kind with to_string (seam/error_kinds.h).
+std::string_view model_kind_name(ErrorKind kind);
 
 struct Error {
   ErrorKind kind;

@@ -114,7 +114,7 @@ TEST(TensorValue, ConcatJoinsOnlyAdjacentRunsOfOneStorage) {
 
 TEST(TensorValue, ConcatRejectsMismatchesAndOverflow) {
   const auto kind = [](const Result<TensorValue>& r) {
-    return r.ok() ? std::string("ok") : std::string(to_string(r.error().kind));
+    return r.ok() ? std::string("ok") : std::string(model_kind_name(r.error().kind));
   };
   EXPECT_EQ(kind(TensorValue::concat_rows({})), "invalid_argument");
   EXPECT_EQ(kind(TensorValue::concat_rows({TensorValue::of_storage(1, {2, 3}), TensorValue::of_storage(2, {2, 4})})),
@@ -302,7 +302,7 @@ TEST(FromRankOffsets, PrependedAxisHasLocalSizeOne) {
 TEST(FromRankOffsets, InvalidTriplesAreRejected) {
   const auto kind = [](std::vector<AxisOffset> triples, std::int64_t prepend = 0) {
     auto r = ShardedTensor::from_rank_offsets("k", {4, 4}, triples, {}, prepend);
-    return r.ok() ? std::string("ok") : std::string(to_string(r.error().kind));
+    return r.ok() ? std::string("ok") : std::string(model_kind_name(r.error().kind));
   };
   EXPECT_EQ(kind({{-1, 0, 2}}), "invalid_rank_offsets");  // axis < 0
   EXPECT_EQ(kind({{0, -1, 2}}), "invalid_rank_offsets");  // k < 0

@@ -286,7 +286,7 @@ TEST(ApplyFactoryMerges, ErrorCases) {
   const auto halves = std::make_shared<HalvesBuilder>();
   const auto kind = [](StateNode x1, const StateNode& x2) {
     const Status s = apply_factory_merges(x1, x2);
-    return s.ok() ? std::string("ok") : std::string(to_string(s.error().kind));
+    return s.ok() ? std::string("ok") : std::string(model_kind_name(s.error().kind));
   };
   const StateNode f = StateNode(factory("w", halves));
   // A key of the factories tree missing from the loaded tree.

@@ -52,7 +52,7 @@ Result<pattern::ParsedPattern> MutantImplementation::parse_pattern(std::optional
 
 Result<GptCompatLayerMaps> MutantImplementation::layer_maps(std::optional<std::string_view> text) {
   auto maps = ReferenceImplementation::layer_maps(text);
-  const ErrorKind kind = maps.ok() ? ErrorKind::harness_error : maps.error().kind;
+  const ErrorKind kind = maps.ok() ? seam_kind::harness_error : maps.error().kind;
   if (is(Mutant::maps_accept_mixed) && kind == ErrorKind::mixed_mlp_kinds)
     return ReferenceImplementation::layer_maps(replaced(*text, '-', 'E'));
   if (is(Mutant::maps_counts_before_mixed) && kind == ErrorKind::mixed_mlp_kinds) {

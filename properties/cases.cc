@@ -1,6 +1,7 @@
 #include "properties/cases.h"
 
 #include "models/text.h"
+#include "seam/error_kinds.h"
 
 namespace ih::props {
 namespace {

@@ -324,7 +324,7 @@ Verdict strict_unexpected_key(Implementation& impl, const GtpCase& c) {
     if (strict.ok())
       return "rank " + std::to_string(r) + ": a request for " + extra.key +
              ", which the checkpoint lacks, loaded without error";
-    if (strict.error().kind == ErrorKind::unsupported) return std::string("unsupported: ") + strict.error().message;
+    if (strict.error().kind == seam_kind::unsupported) return std::string("unsupported: ") + strict.error().message;
     IH_VERDICT_ASSIGN(adjusted, apply_strict_handling(checkpoint, request, StrictHandling::log_unexpected));
     if (adjusted.unexpected != std::set<std::string>{extra.key} || adjusted.request.find(std::string("extra")))
       return "rank " + std::to_string(r) + ": strictness did not single out " + extra.key;

@@ -13,6 +13,7 @@
 #include "models/gtp_layout.h"
 #include "models/hybrid_pattern.h"
 #include "models/integrity.h"
+#include "seam/error_kinds.h"
 
 namespace ih {
 
@@ -36,7 +37,7 @@ enum class Operation {
 
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
 inline Error unsupported(std::string_view implementation, std::string_view what) {
-  return make_error(ErrorKind::unsupported, std::string(implementation) + " does not support " + std::string(what));
+  return make_error(seam_kind::unsupported, std::string(implementation) + " does not support " + std::string(what));
 }
 
 class Implementation {

@@ -17,12 +17,10 @@ std::string_view to_string(Outcome outcome) {
 }
 
 Outcome outcome_of_error(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::unsupported: return Outcome::not_run;
-    case ErrorKind::timeout: return Outcome::timeout;
-    case ErrorKind::harness_error: return Outcome::harness_error;
-    default: return Outcome::failed;
-  }
+  if (kind == seam_kind::unsupported) return Outcome::not_run;
+  if (kind == seam_kind::timeout) return Outcome::timeout;
+  if (kind == seam_kind::harness_error) return Outcome::harness_error;
+  return Outcome::failed;
 }
 
 int exit_code_of(const std::vector<Outcome>& outcomes) {

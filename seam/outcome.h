@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/result.h"
+#include "seam/error_kinds.h"
 
 namespace ih {
 

@@ -6,9 +6,9 @@ namespace ih {
 namespace {
 
 TEST(Outcome, ErrorsWithoutAVerdictAreNeverFindings) {
-  EXPECT_EQ(outcome_of_error(ErrorKind::unsupported), Outcome::not_run);
-  EXPECT_EQ(outcome_of_error(ErrorKind::timeout), Outcome::timeout);
-  EXPECT_EQ(outcome_of_error(ErrorKind::harness_error), Outcome::harness_error);
+  EXPECT_EQ(outcome_of_error(seam_kind::unsupported), Outcome::not_run);
+  EXPECT_EQ(outcome_of_error(seam_kind::timeout), Outcome::timeout);
+  EXPECT_EQ(outcome_of_error(seam_kind::harness_error), Outcome::harness_error);
   EXPECT_EQ(outcome_of_error(ErrorKind::mixed_mlp_kinds), Outcome::failed);
   EXPECT_EQ(outcome_of_error(ErrorKind::sharding_assertion), Outcome::failed);
 }

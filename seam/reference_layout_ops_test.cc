@@ -44,7 +44,7 @@ TEST(ReferenceLayoutOps, DefaultsAnswerUnsupported) {
   Minimal minimal;
   const auto r = minimal.gtp_pieces(GtpSaveDesign::gather, example_c_rank1());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().kind, ErrorKind::unsupported);
+  EXPECT_EQ(r.error().kind, seam_kind::unsupported);
   EXPECT_EQ(r.error().message, "minimal does not support gtp_pieces");
 }
 

@@ -135,7 +135,7 @@ int worlds_command(const ParsedArgs& args) {
       auto s = make_world_scenario(name, save_ranks, load_ranks);
       if (s.ok())
         scenarios.push_back(*s);
-      else if (s.error().kind == ErrorKind::unsupported)
+      else if (s.error().kind == seam_kind::unsupported)
         not_run.push_back(name + ": " + s.error().message);
       else
         return bad(s.error().message);
@@ -236,7 +236,7 @@ int worlds_command(const ParsedArgs& args) {
   }
   if (!report.ok()) {
     const auto kind = report.error().kind;
-    if (kind == ErrorKind::unsupported) {
+    if (kind == seam_kind::unsupported) {
       std::cerr << "roundtrip: NOT RUN: " << report.error().message << "\n";
       if (as_json) std::cout << json::dump(json::Json{{"ok", false}, {"scenarios", json::Json::array()}}) << "\n";
       return kExitHarnessError;
@@ -395,7 +395,7 @@ int roundtrip_command(const std::vector<std::string>& argv) {
   }
   auto layers = write_roundtrip_inputs(scenario, work.path);
   if (!layers.ok()) {
-    const bool bad_input = layers.error().kind != ErrorKind::harness_error;
+    const bool bad_input = layers.error().kind != seam_kind::harness_error;
     std::cerr << "ERROR: " << to_string(layers.error().kind) << ": " << layers.error().message << "\n";
     return bad_input ? kExitBadInput : kExitHarnessError;
   }

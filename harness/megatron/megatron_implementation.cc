@@ -43,7 +43,7 @@ json::Json keys_or_null(const std::optional<std::vector<std::string>>& keys) {
 }
 
 Error protocol_error(const std::string& what, const json::Json& reply) {
-  return make_error(ErrorKind::harness_error, "adapter protocol: " + what + " in reply " + json::dump(reply));
+  return make_error(seam_kind::harness_error, "adapter protocol: " + what + " in reply " + json::dump(reply));
 }
 
 }  // namespace
@@ -59,11 +59,11 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   if (options.adapter.empty())
     options.adapter = (ih::install::adapter_dir() / "adapter.py").string();  // installed or source tree
   if (!std::filesystem::exists(options.python))
-    return make_error(ErrorKind::harness_error,
+    return make_error(seam_kind::harness_error,
                       "no Python for the Megatron adapter at " + options.python +
                           "; run `bash ci/install-megatron.sh` (or set INTEROP_MEGATRON_VENV)");
   if (!std::filesystem::exists(options.adapter))
-    return make_error(ErrorKind::harness_error, "adapter script not found: " + options.adapter);
+    return make_error(seam_kind::harness_error, "adapter script not found: " + options.adapter);
   if (options.megatron_path) {
     // Never fall back to the installed package: a wrong path must not gate something else.
     std::error_code ec;
@@ -85,7 +85,7 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   IH_TRY_ASSIGN(reply, json::parse(*reply_text));
   if (!reply.value("ok", false)) {
     const Error error = json::error_from_json(reply.value("error", json::Json::object()));
-    return make_error(ErrorKind::harness_error,
+    return make_error(seam_kind::harness_error,
                       "the Megatron adapter cannot serve (is torch and megatron.core installed? "
                       "run `bash ci/install-megatron.sh`): " +
                           error.message + "\nadapter stderr:\n" + out->process_.stderr_tail());
@@ -131,7 +131,7 @@ Result<json::Json> MegatronImplementation::call(const std::string& op, json::Jso
   if (!reply["ok"].get<bool>()) {
     Error error = json::error_from_json(reply.value("error", json::Json::object()));
     if (reply.value("unsupported", false)) {
-      error.kind = ErrorKind::unsupported;
+      error.kind = seam_kind::unsupported;
       error.message = "unsupported: " + error.message;  // survives into property verdict texts
     }
     return error;
@@ -319,7 +319,7 @@ Result<TensorValue> data_from_json(const json::Json& value) {
   IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", value}}));
   const auto* lnp = std::get_if<LocalNonpersistent>(&leaf);
   const auto* t = lnp ? std::get_if<TensorValue>(&lnp->payload) : nullptr;
-  if (!t) return make_error(ErrorKind::harness_error, "adapter protocol: not tensor data: " + json::dump(value));
+  if (!t) return make_error(seam_kind::harness_error, "adapter protocol: not tensor data: " + json::dump(value));
   return *t;
 }
 
@@ -475,7 +475,7 @@ Result<json::Json> node_json(const StateNode& node) {
 
 Result<StateNode> node_from_json(const json::Json& node, const std::string& dtype_hint) {
   if (!node.is_array() || node.empty() || !node[0].is_string())
-    return make_error(ErrorKind::harness_error, "adapter protocol: bad load_state tree node " + json::dump(node));
+    return make_error(seam_kind::harness_error, "adapter protocol: bad load_state tree node " + json::dump(node));
   const std::string kind = node[0].get<std::string>();
   if (kind == "dict") {
     StateDict out;

@@ -43,12 +43,12 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   // Close-on-exec everywhere: no other child started meanwhile may inherit these.
   r.stderr_fd = mkostemp(r.stderr_path, O_CLOEXEC);
   if (r.stderr_fd < 0)
-    return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   if (pipe2(r.to_child, O_CLOEXEC) != 0 || pipe2(r.from_child, O_CLOEXEC) != 0)
-    return make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
   // Our end of the child's stdin never blocks, so a child that stops reading cannot outlast a timeout.
   if (fcntl(r.to_child[1], F_SETFL, fcntl(r.to_child[1], F_GETFL) | O_NONBLOCK) != 0)
-    return make_error(ErrorKind::harness_error, std::string("cannot set up the pipe: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error, std::string("cannot set up the pipe: ") + std::strerror(errno));
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill the harness
   IH_TRY_ASSIGN(pid, spawn_child(argv, r.to_child[0], r.from_child[1], r.stderr_fd, false));
   LineSubprocess out;
@@ -95,7 +95,7 @@ void LineSubprocess::stop() {
 }
 
 Result<std::string> LineSubprocess::request(const std::string& line, std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return make_error(ErrorKind::harness_error, "the subprocess is not running");
+  if (pid_ <= 0) return make_error(seam_kind::harness_error, "the subprocess is not running");
   const std::string payload = line + "\n";
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Milliseconds left for one poll (at least 0, at most what an int holds), or -1 when time is up.
@@ -107,7 +107,7 @@ Result<std::string> LineSubprocess::request(const std::string& line, std::chrono
   };
   const auto timed_out = [&](const char* what) -> Error {
     stop();
-    return make_error(ErrorKind::timeout, std::string(what) + " within " + std::to_string(timeout.count()) +
+    return make_error(seam_kind::timeout, std::string(what) + " within " + std::to_string(timeout.count()) +
                                               " ms; stderr: " + stderr_tail());
   };
   for (std::size_t sent = 0; sent < payload.size();) {
@@ -125,7 +125,7 @@ Result<std::string> LineSubprocess::request(const std::string& line, std::chrono
       continue;
     }
     stop();  // it is gone or has closed its input: either way no reply can come
-    return make_error(ErrorKind::harness_error, "the subprocess closed its input; stderr: " + stderr_tail());
+    return make_error(seam_kind::harness_error, "the subprocess closed its input; stderr: " + stderr_tail());
   }
   for (;;) {
     if (const std::size_t newline = buffer_.find('\n'); newline != std::string::npos) {
@@ -143,7 +143,7 @@ Result<std::string> LineSubprocess::request(const std::string& line, std::chrono
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       stop();
-      return make_error(ErrorKind::harness_error, "the subprocess exited without replying; stderr: " + stderr_tail());
+      return make_error(seam_kind::harness_error, "the subprocess exited without replying; stderr: " + stderr_tail());
     }
     buffer_.append(chunk, static_cast<std::size_t>(n));
   }

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "models/result.h"
+#include "seam/error_kinds.h"  // Result, and the timeout and harness_error kinds
 
 namespace ih {
 
@@ -20,7 +20,7 @@ class LineSubprocess {
   LineSubprocess& operator=(LineSubprocess&&) = delete;
   ~LineSubprocess();
 
-  /// Writes `line` + '\n' and reads one reply line. A timeout kills the child (ErrorKind::timeout).
+  /// Writes `line` + '\n' and reads one reply line. A timeout kills the child (seam_kind::timeout).
   Result<std::string> request(const std::string& line, std::chrono::milliseconds timeout);
   /// What the child wrote on stderr so far (last `max_bytes`).
   std::string stderr_tail(std::size_t max_bytes = 4000) const;

@@ -245,7 +245,7 @@ TEST(LineSubprocess, NeverAnsweringChildTimesOutAndIsKilled) {
   const auto reply = child->request("hello", 300ms);
   const double took = seconds_since(start);
   ASSERT_FALSE(reply.ok());
-  EXPECT_EQ(reply.error().kind, ErrorKind::timeout);
+  EXPECT_EQ(reply.error().kind, seam_kind::timeout);
   EXPECT_TRUE(contains(reply.error().message, "300 ms")) << reply.error().message;
   EXPECT_GE(took, 0.3);
   EXPECT_LT(took, 5.0);  // 300 ms plus at most the one-second grace before SIGKILL
@@ -255,7 +255,7 @@ TEST(LineSubprocess, NeverAnsweringChildTimesOutAndIsKilled) {
   EXPECT_FALSE(child->running());
   const auto again = child->request("hello", 300ms);
   ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.error().kind, ErrorKind::harness_error);
+  EXPECT_EQ(again.error().kind, seam_kind::harness_error);
 }
 
 TEST(LineSubprocess, RequestLargerThanThePipeTimesOutWhenNotRead) {
@@ -267,7 +267,7 @@ TEST(LineSubprocess, RequestLargerThanThePipeTimesOutWhenNotRead) {
   const auto reply = child->request(std::string(4 << 20, 'x'), 300ms);
   const double took = seconds_since(start);
   ASSERT_FALSE(reply.ok());
-  EXPECT_EQ(reply.error().kind, ErrorKind::timeout) << reply.error().message;
+  EXPECT_EQ(reply.error().kind, seam_kind::timeout) << reply.error().message;
   EXPECT_LT(took, 5.0);
   const pid_t pid = pid_in_stderr(reply.error().message);
   ASSERT_GT(pid, 0) << reply.error().message;
@@ -280,7 +280,7 @@ TEST(LineSubprocess, ChildThatDiesIsAHarnessErrorWithItsStderr) {
   usleep(100000);  // let it die first: the write may then fail or succeed, either is fine
   const auto reply = child->request("hello", 10s);
   ASSERT_FALSE(reply.ok());
-  EXPECT_EQ(reply.error().kind, ErrorKind::harness_error);
+  EXPECT_EQ(reply.error().kind, seam_kind::harness_error);
   EXPECT_TRUE(contains(reply.error().message, "boom-before-exit")) << reply.error().message;
   EXPECT_FALSE(child->running());
 }
@@ -291,7 +291,7 @@ TEST(LineSubprocess, ChildThatAnswersOnceThenDies) {
   EXPECT_EQ(child->request("1", 10s).value(), "ok");
   const auto second = child->request("2", 10s);
   ASSERT_FALSE(second.ok());
-  EXPECT_EQ(second.error().kind, ErrorKind::harness_error);
+  EXPECT_EQ(second.error().kind, seam_kind::harness_error);
   EXPECT_TRUE(contains(second.error().message, "dying")) << second.error().message;
 }
 
@@ -318,7 +318,7 @@ TEST(LineSubprocess, MissingExecutable) {
   ASSERT_TRUE(child.ok());
   const auto reply = child->request("hello", 10s);
   ASSERT_FALSE(reply.ok());
-  EXPECT_EQ(reply.error().kind, ErrorKind::harness_error);
+  EXPECT_EQ(reply.error().kind, seam_kind::harness_error);
   EXPECT_TRUE(contains(reply.error().message, "cannot start /nonexistent/interop-harness-no-such-tool"))
       << reply.error().message;
 }
@@ -328,7 +328,7 @@ TEST(LineSubprocess, MoveKeepsTheChild) {
   ASSERT_TRUE(started.ok());
   LineSubprocess moved(std::move(started.value()));
   EXPECT_FALSE(started->running());
-  EXPECT_EQ(started->request("x", 1s).error().kind, ErrorKind::harness_error);
+  EXPECT_EQ(started->request("x", 1s).error().kind, seam_kind::harness_error);
   EXPECT_EQ(moved.request("ab", 10s).value(), "abab");
 }
 
@@ -364,7 +364,7 @@ TEST(ProcessLeaks, FailedStartsLeaveNoDescriptorsOrFiles) {
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
     for (int i = 0; i < 20; ++i) {
       auto child = LineSubprocess::start({"cat"});
-      if (!child.ok() && child.error().kind == ErrorKind::harness_error) ++failures;
+      if (!child.ok() && child.error().kind == seam_kind::harness_error) ++failures;
     }
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
   }
@@ -388,7 +388,7 @@ TEST(ProcessLeaks, FailingChildrenLeaveNoDescriptorsOrFiles) {
     EXPECT_FALSE(dying->request("x", 10s).ok());
     auto silent = LineSubprocess::start({"cat", "/dev/zero"});  // never a newline
     ASSERT_TRUE(silent.ok());
-    EXPECT_EQ(silent->request("x", 20ms).error().kind, ErrorKind::timeout);
+    EXPECT_EQ(silent->request("x", 20ms).error().kind, seam_kind::timeout);
   }
   EXPECT_EQ(open_fds(), fds_before);
   std::size_t left = 0;

@@ -37,7 +37,7 @@ Result<pid_t> spawn_child(const std::vector<std::string>& argv, int stdin_fd, in
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) return make_error(ErrorKind::harness_error, std::string("fork failed: ") + std::strerror(errno));
+  if (pid < 0) return make_error(seam_kind::harness_error, std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     if (own_process_group) setpgid(0, 0);
     const int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/result.h"
+#include "seam/error_kinds.h"  // Result, and the timeout and harness_error kinds
 
 namespace ih {
 

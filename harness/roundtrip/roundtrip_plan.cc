@@ -24,7 +24,7 @@ Status write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text << "\n";
   out.close();
-  if (!out) return make_error(ErrorKind::harness_error, "cannot write " + path.string());
+  if (!out) return make_error(seam_kind::harness_error, "cannot write " + path.string());
   return Ok{};
 }
 
@@ -73,7 +73,7 @@ Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& s, const st
   const OptimizerStates optimizer = s.optimizer ? OptimizerStates::adam() : OptimizerStates{};
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+  if (ec) return make_error(seam_kind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
 
   json::Json save_files = json::Json::array(), load_files = json::Json::array();
   for (std::int64_t r = 0; r < s.save_ranks(); ++r) {
@@ -108,11 +108,11 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   char stderr_template[] = "/tmp/interop-harness-roundtrip-stderr-XXXXXX";
   const int stderr_fd = mkostemp(stderr_template, O_CLOEXEC);
   if (stderr_fd < 0)
-    return make_error(ErrorKind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   int from_child[2];
   if (pipe2(from_child, O_CLOEXEC) != 0) {
     const Error error =
-        make_error(ErrorKind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
+        make_error(seam_kind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
     close(stderr_fd), unlink(stderr_template);
     return error;
   }

@@ -29,7 +29,7 @@ Status write_json(const std::filesystem::path& path, const Json& value) {
   std::ofstream out(path, std::ios::binary);
   out << json::dump(value) << "\n";
   out.close();
-  if (!out) return make_error(ErrorKind::harness_error, "cannot write " + path.string());
+  if (!out) return make_error(seam_kind::harness_error, "cannot write " + path.string());
   return Ok{};
 }
 
@@ -69,7 +69,7 @@ Result<std::vector<Segment>> factory_segments(const ShardedTensorFactory& f) {
   for (const FlatEntry& e : flatten(built)) {
     const auto* t = std::get_if<ShardedTensor>(&e.entry);
     if (!t) continue;
-    if (!t->data) return make_error(ErrorKind::harness_error, "factory '" + f.key + "' built a tensor without data");
+    if (!t->data) return make_error(seam_kind::harness_error, "factory '" + f.key + "' built a tensor without data");
     std::int64_t pos = 0;
     for (const RowBlock& b : t->data->blocks) {
       if (!b.is_zero()) {
@@ -113,7 +113,7 @@ ModelConfig small_world_config() {
 }
 
 Error cannot_lay_out(const std::string& name, std::int64_t a, std::int64_t b, const std::string& why) {
-  return Error{ErrorKind::unsupported, "scenario '" + name + "' cannot be laid out on " + std::to_string(a) +
+  return Error{seam_kind::unsupported, "scenario '" + name + "' cannot be laid out on " + std::to_string(a) +
                                            " save / " + std::to_string(b) + " load ranks: " + why};
 }
 
@@ -213,7 +213,7 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     std::string known;
     for (const auto& n : world_scenario_names()) known += (known.empty() ? "" : ", ") + n;
     for (const auto& [n, why] : world_scenarios_not_run()) {
-      if (n == name) return make_error(ErrorKind::unsupported, "scenario '" + name + "' is not run: " + why);
+      if (n == name) return make_error(seam_kind::unsupported, "scenario '" + name + "' is not run: " + why);
     }
     return make_error(ErrorKind::invalid_argument, "unknown scenario '" + name + "' (known: " + known + ")");
   }
@@ -319,7 +319,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   const std::string key = "decoder.layers.0.mixer.in_proj.weight", path = key;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+  if (ec) return make_error(seam_kind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
   const auto gtp_json = [](const GtpWorld& w) {
     return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}};
   };
@@ -357,7 +357,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
     Json list = Json::array();
     for (const Segment& seg : segs) {
       auto it = key_id.find(seg.key);
-      if (it == key_id.end()) return make_error(ErrorKind::harness_error, "GTP key '" + seg.key + "' is not saved");
+      if (it == key_id.end()) return make_error(seam_kind::harness_error, "GTP key '" + seg.key + "' is not saved");
       list.push_back(segment_json(seg, it->second));
     }
     return list;
@@ -400,7 +400,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   Json expected_writers = Json::array();
   for (const auto& [chunk, ranks] : writers) {
     if (ranks.size() != 1)
-      return make_error(ErrorKind::harness_error,
+      return make_error(seam_kind::harness_error,
                         "plan bug: " + std::to_string(ranks.size()) + " main replicas of " + chunk.first);
     expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
   }
@@ -427,7 +427,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   const OptimizerStates optimizer = s.optimizer ? OptimizerStates::adam() : OptimizerStates{};
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+  if (ec) return make_error(seam_kind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
 
   // Save world: entries, then the catalogue of GPT keys (ids from 1 in key order).
   std::vector<std::vector<FlatEntry>> save_entries;
@@ -463,7 +463,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   const auto id_of = [&](const std::string& key) -> Result<std::int64_t> {
     auto it = key_id.find(key);
     if (it == key_id.end())
-      return make_error(ErrorKind::harness_error, "key '" + key + "' is not in the GPT catalogue");
+      return make_error(seam_kind::harness_error, "key '" + key + "' is not in the GPT catalogue");
     return it->second;
   };
   for (std::size_t r = 0; r < save_entries.size(); ++r) {
@@ -494,7 +494,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   Json expected_writers = Json::array();
   for (const auto& [chunk, ranks] : writers) {
     if (ranks.size() != 1)
-      return make_error(ErrorKind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " +
+      return make_error(seam_kind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " +
                                                       chunk.first + " at [" + offset_text(chunk.second) + "]");
     expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
   }
@@ -543,7 +543,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
           prefill[e.path] = segs;
         } else {
           const auto* pt = post ? std::get_if<ShardedTensor>(post) : nullptr;
-          if (!pt) return make_error(ErrorKind::harness_error, "reference retarget dropped " + e.path);
+          if (!pt) return make_error(seam_kind::harness_error, "reference retarget dropped " + e.path);
           IH_TRY_ASSIGN(id, id_of(pt->key));
           segs = Json::array({segment_json(whole_tensor(*pt), id)});
           prefill[e.path] = "sentinel";
@@ -558,7 +558,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
           prefill[e.path] = segs;
         } else {
           const auto* pf = post ? std::get_if<ShardedTensorFactory>(post) : nullptr;
-          if (!pf) return make_error(ErrorKind::harness_error, "reference retarget dropped factory " + e.path);
+          if (!pf) return make_error(seam_kind::harness_error, "reference retarget dropped factory " + e.path);
           IH_TRY_ASSIGN(post_segs, factory_segments(*pf));
           segs = Json::array();
           for (const Segment& seg : post_segs) {
@@ -575,7 +575,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
         std::string want = pre;
         if (!fresh) {
           const auto* po = post ? std::get_if<ShardedObject>(post) : nullptr;
-          if (!po) return make_error(ErrorKind::harness_error, "reference retarget dropped object " + e.path);
+          if (!po) return make_error(seam_kind::harness_error, "reference retarget dropped object " + e.path);
           want = "oracle-object|" + po->key + "|" + offset_text(po->global_offset);
         }
         oracle_objects.push_back(Json{{"path", e.path}, {"expected", want}, {"fresh", fresh}});

@@ -44,14 +44,14 @@ Status write_json_file(const fs::path& path, const Json& value) {
   std::ofstream out(path, std::ios::binary);
   out << value.dump(1) << "\n";
   out.close();
-  if (!out) return make_error(ErrorKind::harness_error, "cannot write " + path.string());
+  if (!out) return make_error(seam_kind::harness_error, "cannot write " + path.string());
   return Ok{};
 }
 
 /// A free TCP port on 127.0.0.1 for torch.distributed's rendezvous (MASTER_PORT).
 Result<int> free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return make_error(ErrorKind::harness_error, "socket() failed");
+  if (fd < 0) return make_error(seam_kind::harness_error, "socket() failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -60,7 +60,7 @@ Result<int> free_port() {
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     close(fd);
-    return make_error(ErrorKind::harness_error, "cannot find a free port");
+    return make_error(seam_kind::harness_error, "cannot find a free port");
   }
   const int port = ntohs(addr.sin_port);
   close(fd);
@@ -305,7 +305,7 @@ int WorldRunReport::exit_code() const {
 
 Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::string&)>& progress) {
 #ifndef IH_HAVE_ROUNDTRIP_VERIFIER
-  return make_error(ErrorKind::unsupported,
+  return make_error(seam_kind::unsupported,
                     "the LibTorch verifier is not configured: the Megatron venv's torch (share/cmake/Torch and "
                     "lib/libtorch_cpu.so) was not found when this build was configured; run ci/install-megatron.sh and "
                     "re-run cmake");
@@ -314,7 +314,7 @@ Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::s
   const fs::path exe = build / "bin" / "ih_roundtrip_verifier";
   const fs::path lock_path = build / ".ih_roundtrip_verifier.lock";
   const int lock = open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (lock < 0) return make_error(ErrorKind::harness_error, "cannot open the build lock " + lock_path.string());
+  if (lock < 0) return make_error(seam_kind::harness_error, "cannot open the build lock " + lock_path.string());
   flock(lock, LOCK_EX);  // one build at a time (parallel ctest runs)
   if (!fs::exists(exe))
     progress("building the LibTorch verifier (first use, about a minute): cmake --build " + build.string() +
@@ -325,7 +325,7 @@ Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::s
   close(lock);
   if (!outcome.ok()) return outcome.error();
   if (outcome->timed_out || outcome->exit_code != 0 || !fs::exists(exe))
-    return make_error(ErrorKind::harness_error, "building ih_roundtrip_verifier failed:\n" + outcome->stderr_tail);
+    return make_error(seam_kind::harness_error, "building ih_roundtrip_verifier failed:\n" + outcome->stderr_tail);
   return exe;
 #endif
 }
@@ -336,7 +336,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   const std::int64_t save_ranks = scenarios[0].save.ranks(), load_ranks = scenarios[0].load.ranks();
   std::error_code ec;
   fs::create_directories(o.work, ec);
-  if (ec) return make_error(ErrorKind::harness_error, "cannot create " + o.work.string() + ": " + ec.message());
+  if (ec) return make_error(seam_kind::harness_error, "cannot create " + o.work.string() + ": " + ec.message());
 
   // 1. The plan and the oracle, from the C++ reference.
   Json plan_scenarios = Json::array();

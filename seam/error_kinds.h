@@ -1,0 +1,51 @@
+// The error kinds of the seam and the harness around it, and the one naming function for every kind.
+// The reference model never produces these: they say that no answer came (the implementation lacks
+// the operation, a subprocess or rank did not answer in time, the harness itself broke), not what the
+// model concluded. Header-only, so the codec and the subprocess layer can name them without linking
+// the seam.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "models/result.h"
+
+namespace ih {
+
+namespace seam_kind {
+// The implementation cannot answer this operation (a check that needs it is not run).
+inline constexpr ErrorKind unsupported{kFirstOuterErrorKind};
+// A subprocess or rank did not answer in time.
+inline constexpr ErrorKind timeout{kFirstOuterErrorKind + 1};
+// The harness itself failed (a subprocess died, a protocol broke).
+inline constexpr ErrorKind harness_error{kFirstOuterErrorKind + 2};
+}  // namespace seam_kind
+
+/// The stable snake_case name of any kind, the model's or the seam's: the JSON "kind" string and the
+/// <kind> of `ERROR: <kind>: ...` (docs/cli.md). "unknown" for a value nobody declared.
+inline std::string_view to_string(ErrorKind kind) {
+  if (const std::string_view name = model_kind_name(kind); !name.empty()) return name;
+  if (kind == seam_kind::unsupported) return "unsupported";
+  if (kind == seam_kind::timeout) return "timeout";
+  if (kind == seam_kind::harness_error) return "harness_error";
+  return "unknown";
+}
+
+/// Every declared kind, the model's first.
+inline std::vector<ErrorKind> all_error_kinds() {
+  std::vector<ErrorKind> out;
+  for (std::uint16_t k = 0; k < kFirstOuterErrorKind; ++k)
+    if (!model_kind_name(ErrorKind{k}).empty()) out.push_back(ErrorKind{k});
+  out.insert(out.end(), {seam_kind::unsupported, seam_kind::timeout, seam_kind::harness_error});
+  return out;
+}
+
+/// The kind whose name is `name` (the inverse of to_string), or nullopt.
+inline std::optional<ErrorKind> error_kind_from_name(std::string_view name) {
+  for (const ErrorKind kind : all_error_kinds())
+    if (to_string(kind) == name) return kind;
+  return std::nullopt;
+}
+
+}  // namespace ih
