@@ -1,5 +1,6 @@
 // `interop-harness pattern maps|make|check`: layer maps, pattern construction, pairing checks.
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "codec/json_codec.h"
@@ -17,9 +18,23 @@ constexpr std::int64_t kMaxGptLayers = 100'000;
 constexpr std::int64_t kMaxPatternChars = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxPipelineRanks = 4096;
 
+const CommandSpec kMaps = {
+    "interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
+    {{"json", false, "one JSON object per pattern (docs/cli.md)"}},
+    1,
+    std::numeric_limits<std::size_t>::max()};
+const CommandSpec kMake = {"interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]",
+                           {{"gpt-layers", true, "number of GPT layers N"},
+                            {"block", true, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'"},
+                            {"segments", true, "pipeline segments S; S must divide the block count"}}};
+const CommandSpec kCheck = {"interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]",
+                            {{"gpt-layers", true, "the GPT checkpoint's layer count N"},
+                             {"pp", true, "pipeline-parallel size P, 1.." + std::to_string(kMaxPipelineRanks)}},
+                            1,
+                            1};
+
 int bad_input(ErrorKind kind, const std::string& message) {
-  std::cerr << "ERROR: " << to_string(kind) << ": " << message << "\n";
-  return kExitBadInput;
+  return report_error(make_error(kind, message), kExitBadInput);
 }
 
 std::string pairs_text(const pattern::IndexMap& map) {
@@ -53,21 +68,9 @@ std::vector<std::string> collect_patterns(const std::vector<std::string>& positi
 }
 
 int maps_command(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> flags = {{"json", false, "one JSON object per pattern (docs/cli.md)"},
-                                       {"help", false, "show this help"}};
-  auto args = parse_args(argv, flags);
-  if (!args.ok() || args->has("help") || args->positionals.empty()) {
-    if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
-                         flags);
-      return kExitOk;
-    }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
-              << "\n"
-              << usage("interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
-                       flags);
-    return kExitBadInput;
-  }
+  int exit_code = kExitOk;
+  const auto args = open_command(argv, kMaps, exit_code);
+  if (!args) return exit_code;
   bool all_ok = true;
   for (const std::string& text : collect_patterns(args->positionals)) {
     const auto maps = gpt_compatible_layer_maps(std::string_view(text));
@@ -87,21 +90,12 @@ int maps_command(const std::vector<std::string>& argv) {
 }
 
 int make_command(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> flags = {{"gpt-layers", true, "number of GPT layers N"},
-                                       {"block", true, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'"},
-                                       {"segments", true, "pipeline segments S; S must divide the block count"},
-                                       {"help", false, "show this help"}};
-  auto args = parse_args(argv, flags);
-  if (!args.ok() || args->has("help") || !args->value("gpt-layers") || !args->value("block")) {
-    if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
-      return kExitOk;
-    }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
-              << "\n"
-              << usage("interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]", flags);
-    return kExitBadInput;
-  }
+  int exit_code = kExitOk;
+  const auto args = open_command(argv, kMake, exit_code);
+  if (!args) return exit_code;
+  for (const char* required : {"gpt-layers", "block"})
+    if (!args->value(required))
+      return bad_input(ErrorKind::invalid_argument, std::string("--") + required + " is required (see --help)");
   const auto layers = args->int_value("gpt-layers", 0);
   const auto segments = args->int_value("segments", 1);
   const std::string block = *args->value("block");
@@ -141,30 +135,16 @@ int make_command(const std::vector<std::string>& argv) {
 }
 
 int check_command(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> flags = {{"gpt-layers", true, "the GPT checkpoint's layer count N"},
-                                       {"pp", true, "pipeline-parallel size P"},
-                                       {"help", false, "show this help"}};
-  auto args = parse_args(argv, flags);
-  if (!args.ok() || args->has("help") || args->positionals.size() != 1) {
-    if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
-      return kExitOk;
-    }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
-              << "\n"
-              << usage("interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]", flags);
-    return kExitBadInput;
-  }
+  int exit_code = kExitOk;
+  const auto args = open_command(argv, kCheck, exit_code);
+  if (!args) return exit_code;
   const std::string text = args->positionals[0];
   const auto counts = pattern::layer_counts(text);
   const auto gpt_layers = args->int_value("gpt-layers", -1);
-  const auto pp = args->int_value("pp", 1);
-  if (!counts.ok()) return bad_input(counts.error().kind, counts.error().message);
-  if (!gpt_layers.ok()) return bad_input(gpt_layers.error().kind, gpt_layers.error().message);
-  if (!pp.ok()) return bad_input(pp.error().kind, pp.error().message);
-  if (*pp < 1 || *pp > kMaxPipelineRanks)
-    return bad_input(ErrorKind::invalid_argument, "--pp " + std::to_string(*pp) + " is outside [1, " +
-                                                      std::to_string(kMaxPipelineRanks) + "] (docs/cli.md, Limits)");
+  const auto pp = args->int_value("pp", 1, 1, kMaxPipelineRanks);
+  if (!counts.ok()) return report_error(counts.error(), kExitBadInput);
+  if (!gpt_layers.ok()) return report_error(gpt_layers.error(), kExitBadInput);
+  if (!pp.ok()) return report_error(pp.error(), kExitBadInput);
   const auto count = [&](char c) { return (*counts)[pattern::symbol_index(c)]; };
   const auto parsed = pattern::parse(text).value();
   const std::string main = parsed.main.value_or("");

@@ -8,29 +8,22 @@
 #include "seam/reference_implementation.h"
 
 namespace ih::cli {
+namespace {
+
+const CommandSpec kRetarget = {
+    "interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)",
+    {{"pattern", true, "the hybrid run's layer pattern"}, {"pretty", false, "indent the output"}}};
+
+}  // namespace
 
 int retarget_command(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> flags = {{"pattern", true, "the hybrid run's layer pattern"},
-                                       {"pretty", false, "indent the output"},
-                                       {"help", false, "show this help"}};
-  auto args = parse_args(argv, flags);
-  if (!args.ok() || args->has("help") || !args->value("pattern") || !args->positionals.empty()) {
-    if (args.ok() && args->has("help")) {
-      std::cout << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)",
-                         flags);
-      return kExitOk;
-    }
-    std::cerr << "ERROR: invalid_argument: " << (args.ok() ? "missing or unexpected arguments" : args.error().message)
-              << "\n"
-              << usage("interop-harness retarget --pattern P < state_dict.json  (format: docs/state-dict-json.md)",
-                       flags);
-    return kExitBadInput;
-  }
+  int exit_code = kExitOk;
+  const auto args = open_command(argv, kRetarget, exit_code);
+  if (!args) return exit_code;
+  const auto fail = [](const Error& error) { return report_error(error, kExitBadInput); };
+  if (!args->value("pattern"))
+    return fail(make_error(ErrorKind::invalid_argument, "--pattern is required (see --help)"));
   const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  const auto fail = [](const Error& error) {
-    std::cerr << "ERROR: " << to_string(error.kind) << ": " << error.message << "\n";
-    return kExitBadInput;
-  };
   auto document = json::parse(input);
   if (!document.ok()) return fail(document.error());
   auto entries = json::entries_from_json(*document);

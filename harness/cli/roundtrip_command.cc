@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -28,7 +29,43 @@ namespace {
 
 /// roundtrip.py could not run Megatron's save/load on this machine (e.g. it needs CUDA): no
 /// verdict either way, told apart from a failed check (1) and a harness error (3).
-constexpr int kExitCannotRun = 5;
+constexpr int kExitCannotRun = kExitNothingRan;
+
+const CommandSpec kRoundtrip = {
+    "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
+    "[--gated] [--optimizer] [--json]\n"
+    "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
+    "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]   (worlds mode: mpirun, LibTorch "
+    "verifier)\n"
+    "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
+    "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)",
+    {{"target", true, "megatron (the only target: the reference model has no storage)"},
+     {"pattern", true, "hybrid layer pattern of the loading run (default M*-M*-)"},
+     {"save-tp", true, "tensor parallel size of the GPT run that saves (default 2)"},
+     {"save-pp", true, "pipeline parallel size of the GPT run that saves (default 1)"},
+     {"load-tp", true, "tensor parallel size of the hybrid run that loads (default 1)"},
+     {"load-pp", true, "pipeline parallel size of the hybrid run that loads (default 1)"},
+     {"gated", false, "gated (SwiGLU) MLP: fc1 is a ShardedTensorFactory on both sides"},
+     {"optimizer", false, "add distributed-optimizer entries (exp_avg, exp_avg_sq, fp32_param)"},
+     {"timeout", true, "seconds before the whole run is killed (default 300)"},
+     {"python", true, "Python with torch + megatron-core (default: the ci/install-megatron.sh venv)"},
+     {"megatron-path", true, "a Megatron-LM checkout to import instead of the installed package"},
+     {"keep", true, "write inputs and the checkpoint into DIR and keep them"},
+     {"mutant", true, "apply one adapter-side Megatron mutant (the check must then fail)"},
+     {"no-cpu-patches", false, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
+     {"json", false, "print only the summary as one JSON line"},
+     {"scenario", true, "worlds mode: run one named scenario (see --list)"},
+     {"all", false, "worlds mode: run every scenario that fits --save-ranks/--load-ranks"},
+     {"seed", true, "worlds mode: run a scenario drawn from seed S (layouts, pattern, flags)"},
+     {"list", false, "worlds mode: list the scenarios"},
+     {"save-ranks", true, "worlds mode: ranks of the save world, launched with mpirun (default 2)"},
+     {"load-ranks", true, "worlds mode: ranks of the load world, launched with mpirun (default 4)"},
+     {"device", true, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
+     {"fault", true, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"}}};
+
+int bad_input(const std::string& message) {
+  return report_error(make_error(ErrorKind::invalid_argument, message), kExitBadInput);
+}
 
 std::string rank_word(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
@@ -94,17 +131,13 @@ int worlds_command(const ParsedArgs& args) {
     for (const auto& [name, why] : world_scenarios_not_run()) std::cout << name << ": NOT RUN: " << why << "\n";
     return kExitOk;
   }
-  const auto bad = [](const std::string& message) {
-    std::cerr << "ERROR: invalid_argument: " << message << "\n";
-    return kExitBadInput;
-  };
+  const auto bad = [](const std::string& message) { return bad_input(message); };
   std::int64_t save_ranks = 2, load_ranks = 4, timeout_s = 300;
   for (auto [flag, slot, hi] : {std::tuple<const char*, std::int64_t*, std::int64_t>{"save-ranks", &save_ranks, 64},
                                 {"load-ranks", &load_ranks, 64},
                                 {"timeout", &timeout_s, 86400}}) {
-    auto v = args.int_value(flag, *slot);
-    if (!v.ok() || *v < 1 || *v > hi)
-      return bad(std::string("--") + flag + " must be an integer in [1, " + std::to_string(hi) + "]");
+    const auto v = args.int_value(flag, *slot, 1, hi);
+    if (!v.ok()) return report_error(v.error(), kExitBadInput);
     *slot = *v;
   }
   const std::string device = args.value("device").value_or("cpu");
@@ -142,8 +175,8 @@ int worlds_command(const ParsedArgs& args) {
     }
     for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
   } else {
-    auto seed = args.int_value("seed", 0);
-    if (!seed.ok() || *seed < 0) return bad("--seed must be a non-negative integer");
+    const auto seed = args.int_value("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
+    if (!seed.ok()) return report_error(seed.error(), kExitBadInput);
     auto s = seeded_world_scenario(static_cast<std::uint64_t>(*seed), save_ranks, load_ranks);
     if (!s.ok()) return bad(s.error().message);
     scenarios.push_back(*s);
@@ -312,71 +345,25 @@ int worlds_command(const ParsedArgs& args) {
 }  // namespace
 
 int roundtrip_command(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> flags = {
-      {"target", true, "megatron (the only target: the reference model has no storage)"},
-      {"pattern", true, "hybrid layer pattern of the loading run (default M*-M*-)"},
-      {"save-tp", true, "tensor parallel size of the GPT run that saves (default 2)"},
-      {"save-pp", true, "pipeline parallel size of the GPT run that saves (default 1)"},
-      {"load-tp", true, "tensor parallel size of the hybrid run that loads (default 1)"},
-      {"load-pp", true, "pipeline parallel size of the hybrid run that loads (default 1)"},
-      {"gated", false, "gated (SwiGLU) MLP: fc1 is a ShardedTensorFactory on both sides"},
-      {"optimizer", false, "add distributed-optimizer entries (exp_avg, exp_avg_sq, fp32_param)"},
-      {"timeout", true, "seconds before the whole run is killed (default 300)"},
-      {"python", true, "Python with torch + megatron-core (default: the ci/install-megatron.sh venv)"},
-      {"megatron-path", true, "a Megatron-LM checkout to import instead of the installed package"},
-      {"keep", true, "write inputs and the checkpoint into DIR and keep them"},
-      {"mutant", true, "apply one adapter-side Megatron mutant (the check must then fail)"},
-      {"no-cpu-patches", false, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
-      {"json", false, "print only the summary as one JSON line"},
-      {"scenario", true, "worlds mode: run one named scenario (see --list)"},
-      {"all", false, "worlds mode: run every scenario that fits --save-ranks/--load-ranks"},
-      {"seed", true, "worlds mode: run a scenario drawn from seed S (layouts, pattern, flags)"},
-      {"list", false, "worlds mode: list the scenarios"},
-      {"save-ranks", true, "worlds mode: ranks of the save world, launched with mpirun (default 2)"},
-      {"load-ranks", true, "worlds mode: ranks of the load world, launched with mpirun (default 4)"},
-      {"device", true, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
-      {"fault", true, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"},
-      {"help", false, "show this help"}};
-  const std::string synopsis =
-      "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
-      "[--gated] [--optimizer] [--json]\n"
-      "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
-      "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]   (worlds mode: mpirun, LibTorch "
-      "verifier)\n"
-      "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
-      "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
-  auto args = parse_args(argv, flags);
-  if (!args.ok() || args->has("help") || !args->positionals.empty()) {
-    std::cerr << (args.ok()
-                      ? (args->positionals.empty() ? "" : "ERROR: unexpected argument '" + args->positionals[0] + "'\n")
-                      : "ERROR: " + args.error().message + "\n")
-              << usage(synopsis, flags);
-    return args.ok() && args->has("help") ? kExitOk : kExitBadInput;
-  }
+  int exit_code = kExitOk;
+  const auto args = open_command(argv, kRoundtrip, exit_code);
+  if (!args) return exit_code;
   for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks", "device", "fault"})
     if (args->has(world_flag)) return worlds_command(*args);
-  const std::string target = args->value("target").value_or("");
-  if (target != "megatron") {
-    std::cerr << "ERROR: roundtrip needs --target megatron (the reference model has no storage to round-trip "
-                 "through)\n";
-    return kExitBadInput;
-  }
+  if (args->value("target").value_or("") != "megatron")
+    return bad_input("roundtrip needs --target megatron (the reference model has no storage to round-trip through)");
   RoundtripScenario scenario;
   scenario.pattern = args->value("pattern").value_or(scenario.pattern);
   scenario.gated = args->has("gated");
   scenario.optimizer = args->has("optimizer");
   std::int64_t timeout_s = 300;
-  for (auto [flag, slot] : {std::pair<const char*, std::int64_t*>{"save-tp", &scenario.save_tp},
-                            {"save-pp", &scenario.save_pp},
-                            {"load-tp", &scenario.load_tp},
-                            {"load-pp", &scenario.load_pp},
-                            {"timeout", &timeout_s}}) {
-    auto v = args->int_value(flag, *slot);
-    if (!v.ok() || *v < 1 || *v > (std::string(flag) == "timeout" ? 86400 : 16)) {
-      std::cerr << "ERROR: --" << flag << " must be an integer in [1, " << (std::string(flag) == "timeout" ? 86400 : 16)
-                << "]\n";
-      return kExitBadInput;
-    }
+  for (auto [flag, slot, hi] : {std::tuple<const char*, std::int64_t*, std::int64_t>{"save-tp", &scenario.save_tp, 16},
+                                {"save-pp", &scenario.save_pp, 16},
+                                {"load-tp", &scenario.load_tp, 16},
+                                {"load-pp", &scenario.load_pp, 16},
+                                {"timeout", &timeout_s, 86400}}) {
+    const auto v = args->int_value(flag, *slot, 1, hi);
+    if (!v.ok()) return report_error(v.error(), kExitBadInput);
     *slot = *v;
   }
   const bool as_json = args->has("json");
