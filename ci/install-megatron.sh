@@ -23,6 +23,12 @@
 # cuSPARSE(Lt), cuFile, NVSHMEM and the CUDA runtime. `pip install --no-deps torch` therefore
 # fails at `import torch` (missing libcufile.so.0 etc.) and there is no cheaper CPU-usable
 # torch on PyPI, so torch is installed with its normal dependencies (a 3 GB download; the venv is 5.4 GB on disk).
+#
+# Not installed on purpose: nvidia-resiliency-ext (Megatron's MCoreTensorAwareStateDict wants it).
+# The newest wheel for CPython 3.12 on glibc 2.36 is 0.4.1, and with it `import megatron.core` of
+# the CI snapshot fails (its dist_checkpointing asserts nvrx >= 0.6.0 by reading a __version__
+# that 0.4.1 lacks: AttributeError). The adapter patches the one guard instead
+# (docs/megatron-patches.md, tensor_aware_state_dict.HAVE_NVRX).
 set -euo pipefail
 
 MEGATRON_CORE_VERSION=0.19.2

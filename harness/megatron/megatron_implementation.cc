@@ -1,8 +1,11 @@
 #include "harness/megatron/megatron_implementation.h"
+
 #include "harness/install/data_dir.h"
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <utility>
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -165,6 +168,33 @@ Result<pattern::SegmentSelection> MegatronImplementation::select_segment(std::st
   return pattern::SegmentSelection{result.value("layers", std::string()), result.value("offset", std::int64_t{0})};
 }
 
+namespace {
+
+/// A factory as Megatron's retargeting returned it (its build is Megatron's wrapped build), which
+/// remembers how it was made: the pattern and the original factory entry with its recipe, so that
+/// load_state can have Megatron rebuild, retarget, load and merge the real one.
+class RetargetedFactory : public FactoryBuilder {
+ public:
+  RetargetedFactory(StateNode built, std::string pattern, json::Json original)
+      : built_(std::move(built)), pattern_(std::move(pattern)), original_(std::move(original)) {}
+  std::string name() const override { return "megatron-retargeted"; }
+  Result<StateNode> build(const std::string&, const std::optional<TensorValue>&, const ReplicaId&) const override {
+    return built_;
+  }
+  Result<TensorValue> merge(const StateNode&) const override {
+    return unsupported("megatron", "a retargeted factory's merge outside Megatron's load");
+  }
+  const std::string& pattern() const { return pattern_; }
+  const json::Json& original() const { return original_; }
+
+ private:
+  StateNode built_;
+  std::string pattern_;
+  json::Json original_;
+};
+
+}  // namespace
+
 Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern,
                                                                 const std::vector<FlatEntry>& entries) {
   json::Json encoded = json::entries_to_json(entries);
@@ -173,8 +203,17 @@ Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view
   for (std::size_t i = 0; i < entries.size() && i < encoded.size(); ++i)
     if (const auto* f = std::get_if<ShardedTensorFactory>(&entries[i].entry); f && f->data)
       encoded[i]["entry"]["data"] = data_json(*f->data);
-  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", std::move(encoded)}}));
-  return json::entries_from_json(result.value("entries", json::Json()));
+  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", encoded}}));
+  IH_TRY_ASSIGN(out, json::entries_from_json(result.value("entries", json::Json())));
+  // A factory that stays a factory keeps its recipe (when it has one) for load_state.
+  for (std::size_t i = 0; i < entries.size() && i < out.size() && i < encoded.size(); ++i) {
+    const auto* before = std::get_if<ShardedTensorFactory>(&entries[i].entry);
+    auto* after = std::get_if<ShardedTensorFactory>(&out[i].entry);
+    if (!before || !after || !encoded[i]["entry"].contains("factory")) continue;
+    IH_TRY_ASSIGN(built, after->build());
+    after->builder = std::make_shared<RetargetedFactory>(std::move(built), std::string(pattern), encoded[i]["entry"]);
+  }
+  return out;
 }
 
 Result<std::optional<std::string>> MegatronImplementation::fsdp_key(
@@ -326,6 +365,7 @@ Result<TensorValue> data_from_json(const json::Json& value) {
 }  // namespace
 
 Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& p) {
+  last_gtp_build_ = std::make_pair(design, p);  // what a factory asked for, read by load_state
   IH_TRY_ASSIGN(result, call("gtp_pieces", gtp_request(p, design)));
   StateList pieces;
   for (json::Json piece : result.value("pieces", json::Json::array())) {
@@ -449,11 +489,13 @@ Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryPa
 
 namespace {
 
-Result<json::Json> node_json(const StateNode& node) {
+using FactoryJson = std::function<Result<json::Json>(const ShardedTensorFactory&)>;
+
+Result<json::Json> node_json(const StateNode& node, const FactoryJson& factory_json) {
   if (node.is_dict()) {
     json::Json items = json::Json::array();
     for (const DictItem& item : node.dict()) {
-      IH_TRY_ASSIGN(child, node_json(item.value));
+      IH_TRY_ASSIGN(child, node_json(item.value, factory_json));
       json::Json key = std::holds_alternative<std::string>(item.key) ? json::Json(std::get<std::string>(item.key))
                                                                      : json::Json(std::get<std::int64_t>(item.key));
       items.push_back(json::Json::array({key, child}));
@@ -463,13 +505,15 @@ Result<json::Json> node_json(const StateNode& node) {
   if (node.is_list()) {
     json::Json items = json::Json::array();
     for (const StateNode& child : node.list()) {
-      IH_TRY_ASSIGN(c, node_json(child));
+      IH_TRY_ASSIGN(c, node_json(child, factory_json));
       items.push_back(c);
     }
     return json::Json::array({"list", items});
   }
-  if (std::holds_alternative<ShardedTensorFactory>(node.leaf()))
-    return json::Json::array({"leaf", json::Json{{"kind", "factory"}}});
+  if (const auto* f = std::get_if<ShardedTensorFactory>(&node.leaf())) {
+    IH_TRY_ASSIGN(entry, factory_json(*f));
+    return json::Json::array({"leaf", entry});
+  }
   return json::Json::array({"leaf", json::leaf_to_json(node.leaf())});
 }
 
@@ -533,9 +577,8 @@ void fill_tensors(StateNode& out, const json::Json& node, const StateNode* reque
 
 Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoint, const StateNode& request,
                                                      LoadOrder order) {
-  if (order != LoadOrder::serialization_load)
-    return unsupported(name_,
-                       "load order " + to_string(order) + " (MCoreTensorAwareStateDict needs nvidia_resiliency_ext)");
+  // Megatron has one to_state_dict; which of spec 3.8's orders it follows is what the properties judge.
+  const std::string adapter_order = order == LoadOrder::serialization_load ? "serialization_load" : "to_state_dict";
   json::Json chunks = json::Json::array();
   for (const auto& [id, list] : checkpoint.index.chunks)
     for (const StoredChunk& c : list) {
@@ -558,8 +601,23 @@ Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoin
     for (const DictItem& item : checkpoint.common.dict())
       if (const auto* p = item.value.leaf_if<PlainValue>(); p && std::holds_alternative<std::string>(item.key))
         common[std::get<std::string>(item.key)] = json::leaf_to_json(Leaf(*p))["value"];
-  IH_TRY_ASSIGN(tree, node_json(request));
-  IH_TRY_ASSIGN(result, call("load_state", {{"order", to_string(order)},
+  // A GTP in_proj factory crosses as the gtp_pieces request its build makes (the adapter rebuilds
+  // Megatron's own factory from it in the layout's world; Megatron builds, loads and merges it).
+  const FactoryJson factory_json = [this](const ShardedTensorFactory& f) -> Result<json::Json> {
+    if (const auto* r = dynamic_cast<const RetargetedFactory*>(f.builder.get()))
+      return json::Json{
+          {"kind", "factory"}, {"key", f.key}, {"retargeted", {{"pattern", r->pattern()}, {"entry", r->original()}}}};
+    last_gtp_build_.reset();
+    if (auto built = f.build(); !built.ok()) return built.error();
+    if (!last_gtp_build_)
+      return unsupported(name_, "load_state of a factory other than a GTP in_proj factory (" + f.key +
+                                    ": its Megatron construction does not cross the adapter)");
+    const auto [design, params] = *last_gtp_build_;
+    last_gtp_build_.reset();
+    return json::Json{{"kind", "factory"}, {"key", f.key}, {"gtp", gtp_request(params, design)}};
+  };
+  IH_TRY_ASSIGN(tree, node_json(request, factory_json));
+  IH_TRY_ASSIGN(result, call("load_state", {{"order", adapter_order},
                                             {"chunks", std::move(chunks)},
                                             {"objects", std::move(objects)},
                                             {"common", std::move(common)},

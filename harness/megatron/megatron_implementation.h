@@ -73,8 +73,9 @@ class MegatronImplementation : public Implementation {
   Result<StateNode> gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& params) override;
   Result<TensorValue> gtp_merge(GtpSaveDesign design, const GtpFactoryParams& params, const StateNode& loaded) override;
   Result<ShardedTensor> gtp_param_entry(const GtpFactoryParams& params) override;
-  /// serialization.load of `request` from `checkpoint` written for real by Megatron (one rank);
-  /// requests with factories and the to_state_dict orderings answer unsupported.
+  /// `request` loaded from `checkpoint` (written for real by Megatron) along serialization.load or
+  /// Megatron's MCoreTensorAwareStateDict.to_state_dict (both to_state_dict orders of the seam: Megatron
+  /// has one); a GTP in_proj factory is rebuilt, loaded and merged by Megatron in its layout's world.
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override;
 
  private:
@@ -89,6 +90,9 @@ class MegatronImplementation : public Implementation {
   std::string target_;
   json::Json identity_ = json::Json::object();
   std::set<std::string> supported_ops_;
+  /// The last gtp_pieces request (design, parameters): how load_state learns a seam factory's
+  /// parameters by building it.
+  std::optional<std::pair<GtpSaveDesign, GtpFactoryParams>> last_gtp_build_;
   std::map<std::string, std::string> unsupported_reasons_;
 };
 

@@ -907,13 +907,22 @@ def _rows_tensor(torch, shape, codes):
     return t if shape else t.reshape(())
 
 
-def task_load_state(ctx, p):
-    """The seam's load_state on Megatron's own serialization.load (one rank): the harness's
-    checkpoint is written for real (dist_checkpointing.save of every stored chunk, data as row codes),
-    then the request tree is loaded. Request trees with factories are not served here."""
+def task_ckpt_save(ctx, p):
+    """The harness's checkpoint written for real by Megatron's dist_checkpointing.save (one rank):
+    every stored chunk as a ShardedTensor of row codes, objects, common values."""
     torch, M = ctx.torch, ctx.M
     from megatron.core import dist_checkpointing
     _cpu_save_patches(torch)
+    save = _ckpt_tree(ctx, p)
+    d = p["dir"]
+    os.makedirs(d, exist_ok=True)
+    dist_checkpointing.save(save, d, validate_access_integrity=False)
+    return {"saved": len(save)}
+
+
+def _ckpt_tree(ctx, p, replica_id=0):
+    """The checkpoint's chunks, objects and common values as one state dict to save."""
+    torch, M = ctx.torch, ctx.M
     save = {}
     boxes = {}
     for c in p["chunks"]:
@@ -933,18 +942,92 @@ def task_load_state(ctx, p):
                 and all(o % b == 0 for o, b in zip(c["global_offset"], tuple(data.shape))):
             frag = tuple(g // b for g, b in zip(gshape, tuple(data.shape)))  # a regular grid
         save[f"chunk{i}"] = M.ShardedTensor(c["key"], data, data.dtype, tuple(data.shape), gshape,
-                                            tuple(c["global_offset"]), frag, 0, 0)
+                                            tuple(c["global_offset"]), frag, replica_id, 0)
     for j, (ukey, value) in enumerate(p["objects"]):
         key, _, rest = ukey.rpartition("/shard_")
         offsets, _, shape = rest.partition("_")
         save[f"object{j}"] = M.ShardedObject(key, ("ih-object", value), tuple(int(x) for x in shape.split(".")),
-                                             tuple(int(x) for x in offsets.split(".")), 0)
+                                             tuple(int(x) for x in offsets.split(".")), replica_id)
     save.update(p["common"])
-    d = p["dir"]
-    os.makedirs(d, exist_ok=True)
-    dist_checkpointing.save(save, d, validate_access_integrity=False)
+    return save
 
+
+def _gtp_factory_for(ctx, f):
+    """The real in_proj factory of this rank for a request's GTP factory leaf: the stand-in mixer
+    of the leaf's layout in this world, its sharded_state_dict called (GatedDeltaProductMixer or
+    MambaMixer, unbound: the GTP all-gather, pad strip and Megatron's split factory)."""
+    key = f["key"]
+    prefix = key[: -len("in_proj.weight")]
+    mod, _, mixer_cls = _standin_mixer(ctx, f)
+    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
+    return sd[prefix + "in_proj.weight"]
+
+
+def _retargeted_factory(ctx, e):
+    """A factory that Megatron's retargeting returned, made again the way it was made: the real
+    factory from its recipe (adapter_codec: ssm/utils' split factory or apply_swiglu_sharded_factory)
+    over a real tensor, then retarget_sharded_state_dict_to_gpt_checkpoint for its pattern, which
+    wraps its build (the GPT layer axis). Megatron's load then builds, loads and merges it."""
+    from adapter_codec import Codec
+    torch, M = ctx.torch, ctx.M
+    factory = Codec(M).leaf(e["entry"], "retargeted")
+    if factory.data is not None:
+        factory.data = torch.zeros(tuple(factory.data.shape), dtype=torch.float64)
+    holder = {"x": factory}
+    M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(holder, M.interop.gpt_compatible_layer_maps(e["pattern"]))
+    out = holder["x"]
+    if isinstance(out, M.ShardedTensorFactory):
+        # One rank's request alone in a one-rank world (as for the request's tensors in
+        # task_load_state): the built entries are handed to torch as self-describing chunks, or torch
+        # would place every fragment of their regular grid on this one rank. Only the grid
+        # description changes; keys, boxes, data and Megatron's merge are untouched.
+        # Prepended axes become extent-1 dims of the data (DCP's irregular chunks carry no
+        # prepend_axis_num); Megatron's merge gets its loaded tensors back in the built shapes.
+        inner, inner_merge, shapes = out.build_fn, out.merge_fn, []
+
+        def items(x):
+            return list(x) if isinstance(x, (list, tuple)) else list(x.values()) if isinstance(x, dict) else [x]
+
+        def build_fn(*args, **kwargs):
+            built = inner(*args, **kwargs)
+            shapes.clear()
+            for x in items(built):
+                shapes.append(tuple(x.local_shape) if isinstance(x, M.ShardedTensor) else None)
+                if isinstance(x, M.ShardedTensor):
+                    p = x.prepend_axis_num
+                    if p:
+                        x.local_shape = (1,) * p + tuple(x.local_shape)
+                        if x.data is not None:
+                            x.data = x.data.reshape(x.local_shape)
+                        x.prepend_axis_num = 0
+                    x.axis_fragmentations = None
+            return built
+
+        def merge_fn(sub):
+            if isinstance(sub, list):
+                sub = [v.reshape(sh) if sh is not None and isinstance(v, torch.Tensor) else v for v, sh in zip(sub, shapes)]
+            elif isinstance(sub, dict):
+                sub = {k: v.reshape(sh) if sh is not None and isinstance(v, torch.Tensor) else v
+                       for (k, v), sh in zip(sub.items(), shapes)}
+            elif isinstance(sub, torch.Tensor) and shapes and shapes[0] is not None:
+                sub = sub.reshape(shapes[0])
+            return inner_merge(sub)
+        out.build_fn, out.merge_fn = build_fn, merge_fn
+    return out
+
+
+def task_load_state(ctx, p):
+    """The seam's load_state on Megatron's own code: the request tree built on every rank of the
+    world (a GTP factory leaf is this rank's real in_proj factory, built by the mixer's
+    sharded_state_dict on the stand-in; every other leaf as given), then loaded along p["order"]:
+    serialization.load from the checkpoint in p["dir"], or MCoreTensorAwareStateDict.to_state_dict
+    of an in-memory state dict holding the checkpoint's chunks (the local-checkpoint path). Factories
+    are built, loaded and merged by Megatron's load path itself; every rank returns its tree."""
+    torch, M = ctx.torch, ctx.M
+    from megatron.core import dist_checkpointing
+    _cpu_save_patches(torch)
     requested = {}
+    factories = p.get("factories") or {}
 
     def build(node, path):
         kind = node[0]
@@ -953,12 +1036,16 @@ def task_load_state(ctx, p):
         if kind == "list":
             return [build(v, path + (i,)) for i, v in enumerate(node[1])]
         e = node[1]
+        if e["kind"] == "factory":
+            return _gtp_factory_for(ctx, factories[str(e["factory_id"])])
+        if e["kind"] == "retargeted_factory":
+            return _retargeted_factory(ctx, e)
         if e["kind"] == "tensor":
             local = [int(x) for x in e["local_shape"]]
             prepend = int(e.get("prepend_axis_num", 0))
             full = (1,) * prepend + tuple(local)
-            # one rank's request alone, in a one-rank world: described as an irregular chunk (same
-            # box, prepended axes as extent-1 dims) so torch places no other fragment on this rank
+            # one rank's request alone: described as an irregular chunk (same box, prepended axes as
+            # extent-1 dims) so torch places no other fragment on this rank
             st = M.ShardedTensor(e["key"], torch.full(full, row_code(999, 0), dtype=torch.float64),
                                  torch.float64, full, tuple(e["global_shape"]), tuple(e["global_offset"]), None,
                                  tuple(e["replica_id"]) if isinstance(e.get("replica_id"), list) else e.get("replica_id", 0),
@@ -974,7 +1061,16 @@ def task_load_state(ctx, p):
         return ("ih-plain", e.get("value"))
 
     tree = build(p["request"], ())
-    loaded = dist_checkpointing.load(tree, d, validate_access_integrity=False)
+    if p["order"] == "to_state_dict":
+        from megatron.core.dist_checkpointing.tensor_aware_state_dict import MCoreTensorAwareStateDict
+        # This rank's local checkpoint holds every stored chunk (a superset of what it saved, so
+        # every shard id the request asks is there); the atomic algorithm exchanges nothing.
+        # cached_metadata given: the global integrity check of a save is not what is judged here.
+        held = _ckpt_tree(ctx, p, replica_id=ctx.rank)
+        tasd, _ = MCoreTensorAwareStateDict.from_state_dict(held, algo="atomic", cached_metadata=(None,) * 4)
+        loaded = tasd.to_state_dict(tree, algo="atomic", validate_access_integrity=False)
+    else:
+        loaded = dist_checkpointing.load(tree, p["dir"], validate_access_integrity=False)
 
     def back(x, path=()):
         if isinstance(x, dict):

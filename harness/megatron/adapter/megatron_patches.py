@@ -36,6 +36,8 @@ PATCHES = (
      "HAVE_GTP and is_gtp_param(self.in_proj.weight)"),
     ("mamba_mixer.is_gtp_param", "megatron.core.ssm.mamba_mixer", "is_gtp_param", None,
      _gtp_is_gtp_param, "is_gtp_param = None"),
+    ("tensor_aware_state_dict.HAVE_NVRX", "megatron.core.dist_checkpointing.tensor_aware_state_dict", "HAVE_NVRX",
+     False, True, "if not HAVE_NVRX:"),
 )
 
 # Why each patch exists (docs/megatron-patches.md repeats these).
@@ -46,13 +48,17 @@ WHY = {
     "gated_delta_product.is_gtp_param": "bound to None at import when HAVE_GTP is False",
     "mamba_mixer.HAVE_GTP": "the Mamba mixer copied HAVE_GTP at import; its in_proj gather/merge branch needs it",
     "mamba_mixer.is_gtp_param": "bound to None at import when HAVE_GTP is False",
+    "tensor_aware_state_dict.HAVE_NVRX": "MCoreTensorAwareStateDict.from_state_dict refuses to run without the "
+                                         "nvidia_resiliency_ext package, whose base class the in-memory "
+                                         "from_state_dict/to_state_dict path never uses; the only wheel that installs "
+                                         "here (0.4.1) breaks `import megatron.core` of a checkout that asks for >= 0.6",
 }
 
 
 # Patches whose target may be absent from an older checkout without making the GDP path unusable:
 # Mamba's GTP branch came separately. Absent, the patch is recorded "not_applicable" (with the
 # reason) and Megatron's Mamba code runs as it is; present but changed is still an error.
-OPTIONAL = {"mamba_mixer.HAVE_GTP", "mamba_mixer.is_gtp_param"}
+OPTIONAL = {"mamba_mixer.HAVE_GTP", "mamba_mixer.is_gtp_param", "tensor_aware_state_dict.HAVE_NVRX"}
 
 
 def _check_or_optional(name, module_name, attr, unpatched, snippet):

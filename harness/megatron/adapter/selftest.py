@@ -342,6 +342,24 @@ def checks(supports=()):
                    "loaded": [{"shape": [50, 2], "blocks": [[7, 0, 50]]}, {"shape": [10, 2], "blocks": [[8, 0, 10]]}]},
                   {"result": {"shape": [32, 2], "dtype": "bfloat16", "blocks": [[7, 32, 18], [8, 0, 10], [0, 0, 4]]}}))
 
+        # load_state of a GTP gather factory (Megatron builds, loads and merges it in the T=1, G=2 world)
+        starts = [sum(gtp["sections"][:i]) for i in range(len(gtp["sections"]))]
+        ckpt_chunks = [{"key": gtp["key"] + "." + n, "global_shape": [sec, 2], "global_offset": [0, 0],
+                        "local_shape": [sec, 2], "prepend_axis_num": 0,
+                        "data": {"shape": [sec, 2], "dtype": "float32", "blocks": [[500, st, sec]]}}
+                       for n, sec, st in zip(GDP_NAMES, gtp["sections"], starts)]
+        load_factory = dict(gtp, design="gather", tp_size=1, tp_rank=0, gtp_rank=1, dtype="float32")
+        for order in ("serialization_load", "to_state_dict"):
+            C.append((f"load_state {order}: a G=2 gather factory over a T=1 save: g=1 gets rows [32, 60), 4 zero "
+                      "rows; the LNP and the common value come back",
+                      {"op": "load_state", "order": order, "chunks": ckpt_chunks, "objects": [],
+                       "common": {"iteration": 7},
+                       "request": ["dict", [["w", ["leaf", {"kind": "factory", "key": gtp["key"],
+                                                            "gtp": load_factory}]],
+                                            ["local", ["leaf", {"kind": "local", "value": 5}]]]]},
+                      {"result": {"tree": ["dict", [["iteration", ["value", 7]], ["local", ["local", 5]],
+                                                    ["w", ["tensor", [32, 2], [[500, 32, 28], [0, 0, 4]]]]]]}}))
+
         def entry_ok(rep):
             e = rep["result"]["entry"]
             return (e["global_shape"] == [128, 2] and e["global_offset"] == [96, 0] and e["local_shape"] == [32, 2]
