@@ -3,6 +3,9 @@
 // toward 1.
 #include "properties/generators.h"
 
+#include <algorithm>
+#include <initializer_list>
+
 namespace ih::props {
 namespace gen = rc::gen;
 
@@ -15,10 +18,26 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   return out;
 }
 
+/// `c` with its dense sizes cut down until the world fits `max_ranks`: DP first, then CP, GTP and TP,
+/// each to the largest of its generator's values that fits (1 always does).
+ElectionCase fit_world(ElectionCase c, std::int64_t max_ranks) {
+  const auto largest = [](std::int64_t current, std::initializer_list<std::int64_t> values, std::int64_t limit) {
+    std::int64_t best = 1;
+    for (std::int64_t v : values)
+      if (v <= current && v <= limit) best = std::max(best, v);
+    return best;
+  };
+  c.dp = largest(c.dp, {1, 2, 3}, max_ranks / (c.tp * c.gtp * c.cp));
+  c.cp = largest(c.cp, {1, 2}, max_ranks / (c.tp * c.gtp * c.dp));
+  c.gtp = largest(c.gtp, {1, 2, 4}, max_ranks / (c.tp * c.cp * c.dp));
+  c.tp = largest(c.tp, {1, 2}, max_ranks / (c.gtp * c.cp * c.dp));
+  return c;
+}
+
 }  // namespace
 
-rc::Gen<ElectionCase> genElectionCase() {
-  const auto dense = gen::build<ElectionCase>(
+rc::Gen<ElectionCase> genElectionCase(const WorldCapacity& capacity) {
+  const auto unbounded = gen::build<ElectionCase>(
       gen::set(&ElectionCase::tp, genElement<std::int64_t>({1, 2})),
       gen::set(&ElectionCase::gtp, genElement<std::int64_t>({1, 2, 4})),
       gen::set(&ElectionCase::cp, genElement<std::int64_t>({1, 2})),
@@ -29,6 +48,10 @@ rc::Gen<ElectionCase> genElectionCase() {
       gen::set(&ElectionCase::rows, gen::inRange<std::int64_t>(1, 100)),
       gen::set(&ElectionCase::pad_alignment, genElement<std::int64_t>({16, 32})),
       gen::set(&ElectionCase::cols, gen::inRange<std::int64_t>(1, 4)));
+  const rc::Gen<ElectionCase> dense =
+      capacity.max_ranks
+          ? gen::map(unbounded, [max = *capacity.max_ranks](const ElectionCase& c) { return fit_world(c, max); })
+          : unbounded;
   return gen::mapcat(dense, [](ElectionCase c) {
     const std::int64_t world = c.tp * c.gtp * c.cp * c.dp;
     return gen::mapcat(genElement(divisors(world)), [c, world](std::int64_t etp) {

@@ -1,6 +1,8 @@
 // Layout generators: TP/GTP sizes, padding, mixer dimensions, model configs and load scenarios.
 #include "properties/generators.h"
 
+#include <algorithm>
+
 namespace ih::props {
 namespace gen = rc::gen;
 
@@ -20,9 +22,31 @@ std::vector<std::int64_t> small_divisors(std::int64_t d) {
   return out;
 }
 
-/// G for a layout with D rows: any 1-64 with padding, a divisor of D without.
-rc::Gen<std::int64_t> genGtpFor(std::int64_t rows, std::int64_t pad_alignment) {
-  return pad_alignment > 0 ? genGtpSize() : genElement(small_divisors(rows));
+/// Divisors of d up to `max` (1 always is one).
+std::vector<std::int64_t> divisors_up_to(std::int64_t d, std::int64_t max) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t g : small_divisors(d))
+    if (g <= max) out.push_back(g);
+  return out;
+}
+
+/// The largest G a world of T = `tp` ranks per GTP group leaves room for (64 unbounded).
+std::int64_t max_gtp_for(const WorldCapacity& capacity, std::int64_t tp) {
+  return capacity.max_ranks ? std::clamp<std::int64_t>(*capacity.max_ranks / tp, 1, 64) : 64;
+}
+
+/// G for a layout with D rows: any 1-`max_gtp` with padding, a divisor of D up to it without.
+rc::Gen<std::int64_t> genGtpFor(std::int64_t rows, std::int64_t pad_alignment, std::int64_t max_gtp = 64) {
+  return pad_alignment > 0 ? genGtpSize(max_gtp) : genElement(divisors_up_to(rows, max_gtp));
+}
+
+/// TP sizes of genTpSize that fit `capacity` (1 always does).
+rc::Gen<std::int64_t> genTpSizeWithin(const WorldCapacity& capacity) {
+  if (!capacity.max_ranks) return genTpSize();
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t t : {1, 2, 4})
+    if (t <= std::max<std::int64_t>(1, *capacity.max_ranks)) sizes.push_back(t);
+  return genElement(sizes);
 }
 
 std::int64_t rows_of(const GtpCase& c) { return layout_of(c).value().total_rows().value(); }
@@ -47,9 +71,13 @@ ModelConfig config_of(std::int64_t experts, bool gated, bool bias) {
 
 rc::Gen<std::int64_t> genTpSize() { return genElement<std::int64_t>({1, 2, 4}); }
 
-rc::Gen<std::int64_t> genGtpSize() {
+rc::Gen<std::int64_t> genGtpSize() { return genGtpSize(64); }
+
+rc::Gen<std::int64_t> genGtpSize(std::int64_t max_gtp) {
+  std::vector<std::int64_t> powers;
+  for (std::int64_t g = 1; g <= max_gtp && g <= 64; g *= 2) powers.push_back(g);
   return gen::weightedOneOf<std::int64_t>(
-      {{2, genElement<std::int64_t>({1, 2, 4, 8, 16, 32, 64})}, {1, gen::inRange<std::int64_t>(1, 65)}});
+      {{2, genElement(powers)}, {1, gen::inRange<std::int64_t>(1, std::min<std::int64_t>(max_gtp, 64) + 1)}});
 }
 
 rc::Gen<std::int64_t> genPadAlignment() { return genElement<std::int64_t>({0, 16, 32}); }
@@ -61,15 +89,15 @@ rc::Gen<GdpDims> genMixerDims() {
                              gen::set(&GdpDims::householder, gen::inRange<std::int64_t>(1, 5)));
 }
 
-rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design) {
+rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design, const WorldCapacity& capacity) {
   const auto base = gen::build<GtpCase>(
       gen::set(&GtpCase::mixer, genElement<std::string>({"gdp", "mamba"})), gen::set(&GtpCase::dims, genMixerDims()),
-      gen::set(&GtpCase::tp, genTpSize()), gen::set(&GtpCase::pad_alignment, genPadAlignment()),
+      gen::set(&GtpCase::tp, genTpSizeWithin(capacity)), gen::set(&GtpCase::pad_alignment, genPadAlignment()),
       gen::set(&GtpCase::cols, gen::inRange<std::int64_t>(1, 5)),
       gen::set(&GtpCase::dtype, genElement<std::string>({"bfloat16", "float32"})),
       gen::set(&GtpCase::design, gen::just(design)), gen::set(&GtpCase::drop, gen::inRange<std::size_t>(0, 1024)));
-  return gen::mapcat(base, [](GtpCase c) {
-    return gen::map(genGtpFor(rows_of(c), c.pad_alignment), [c](std::int64_t g) {
+  return gen::mapcat(base, [capacity](GtpCase c) {
+    return gen::map(genGtpFor(rows_of(c), c.pad_alignment, max_gtp_for(capacity, c.tp)), [c](std::int64_t g) {
       GtpCase out = c;
       out.gtp = g;
       return out;
@@ -77,12 +105,13 @@ rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design) {
   });
 }
 
-rc::Gen<GtpCrossCase> genGtpCross() {
-  const auto save =
-      gen::mapcat(genElement<GtpSaveDesign>({GtpSaveDesign::shard_split, GtpSaveDesign::gather}), genGtpConfig);
-  return gen::mapcat(save, [](const GtpCase& c) {
-    return gen::mapcat(genPadAlignment(), [c](std::int64_t p) {
-      return gen::map(genGtpFor(rows_of(c), p), [c, p](std::int64_t g) { return GtpCrossCase{c, g, p}; });
+rc::Gen<GtpCrossCase> genGtpCross(const WorldCapacity& capacity) {
+  const auto save = gen::mapcat(genElement<GtpSaveDesign>({GtpSaveDesign::shard_split, GtpSaveDesign::gather}),
+                                [capacity](GtpSaveDesign design) { return genGtpConfig(design, capacity); });
+  return gen::mapcat(save, [capacity](const GtpCase& c) {
+    return gen::mapcat(genPadAlignment(), [c, capacity](std::int64_t p) {
+      return gen::map(genGtpFor(rows_of(c), p, max_gtp_for(capacity, c.tp)),
+                      [c, p](std::int64_t g) { return GtpCrossCase{c, g, p}; });
     });
   });
 }

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 
 #include "properties/cases.h"
+#include "seam/implementation.h"
 
 namespace ih::props {
 
@@ -19,6 +20,8 @@ rc::Gen<T> genElement(std::vector<T> values) {
 rc::Gen<std::int64_t> genTpSize();
 /// GTP sizes 1-64, powers of two favoured (shrinks toward 1).
 rc::Gen<std::int64_t> genGtpSize();
+/// The same, at most `max_gtp` (>= 1).
+rc::Gen<std::int64_t> genGtpSize(std::int64_t max_gtp);
 /// pad_for_alignment in {0, 16, 32}.
 rc::Gen<std::int64_t> genPadAlignment();
 
@@ -32,14 +35,16 @@ rc::Gen<NearValidCase> genNearValidPattern();
 
 /// GDP or Mamba in_proj dimensions from tiny (D < p*G) to production (D = 61,760).
 rc::Gen<GdpDims> genMixerDims();
-/// A GTP layout: mixer dims, T, G, p (with p = 0, G divides D), C, dtype; `design` fixed.
-rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design);
-/// A GTP save (either design) and a load at another G and p for the same in_proj.
-rc::Gen<GtpCrossCase> genGtpCross();
+/// A GTP layout: mixer dims, T, G, p (with p = 0, G divides D), C, dtype; `design` fixed. T x G
+/// stays within `capacity` (unbounded: the full range, T up to 4, G up to 64).
+rc::Gen<GtpCase> genGtpConfig(GtpSaveDesign design, const WorldCapacity& capacity = {});
+/// A GTP save (either design) and a load at another G and p for the same in_proj; both worlds
+/// within `capacity`.
+rc::Gen<GtpCrossCase> genGtpCross(const WorldCapacity& capacity = {});
 
 /// A dense and an expert grid over one world and a group source for the writer election
 /// (gen_election.cc); expert sizes are divisors of the world size, by construction.
-rc::Gen<ElectionCase> genElectionCase();
+rc::Gen<ElectionCase> genElectionCase(const WorldCapacity& capacity = {});
 
 /// genLoadCase with the hybrid side under GTP: GDP or Mamba mixers, the GDP save design, the GTP
 /// size and padding of the mixers' in_proj (gen_election.cc; addendum H).

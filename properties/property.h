@@ -45,6 +45,7 @@ struct PropertyRun {
   int shrink_steps = 0;                   // length of the shrink path
   std::string last_case;                  // the last case run, printed (on a replay: the regenerated case)
   std::optional<GtpCase> failing_layout;  // the minimal failing case's in_proj layout, for a picture
+  std::string note;                       // how the cases were drawn when the target bounded them
 };
 
 /// A registered property: name, group, one-line description, a runner and named spec cases.
@@ -89,30 +90,64 @@ std::string show(const Case& c) {
 }
 }  // namespace detail
 
+namespace detail {
+/// One RapidCheck run of `check` over `gen` against `impl`.
+template <class Case>
+PropertyRun run_property(const std::string& name, const rc::Gen<Case>& gen,
+                         Verdict (*check)(Implementation&, const Case&), Implementation& impl,
+                         const RunParams& params) {
+  RecordingImplementation recorded(impl);
+  last_failing_layout().reset();
+  PropertyRun run = run_rapidcheck(
+      name,
+      [&] {
+        const Case c = *gen;
+        last_case() = show(c);
+        const Verdict v = check(recorded, c);
+        if (v.empty()) return;
+        last_failing_layout() = detail::layout_of(c);
+        RC_FAIL(v);
+      },
+      params);
+  if (run.outcome == Outcome::failed) run.failing_layout = last_failing_layout();
+  return typed(std::move(run), recorded);
+}
+/// The note of a run whose cases were drawn within `capacity`.
+std::string capacity_note(const Implementation& impl, const WorldCapacity& capacity);
+}  // namespace detail
+
 /// Wraps `check` and `gen` into a Property. A case whose verdict is non-empty fails with it.
 template <class Case>
 Property make_property(std::string name, std::string group, std::string description, rc::Gen<Case> gen,
                        Verdict (*check)(Implementation&, const Case&), std::map<std::string, Case> fixtures = {}) {
   Property p{name, std::move(group), std::move(description), {}, {}};
   p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
-    RecordingImplementation recorded(impl);
-    detail::last_failing_layout().reset();
-    PropertyRun run = detail::run_rapidcheck(
-        name,
-        [&] {
-          const Case c = *gen;
-          detail::last_case() = detail::show(c);
-          const Verdict v = check(recorded, c);
-          if (v.empty()) return;
-          detail::last_failing_layout() = detail::layout_of(c);
-          RC_FAIL(v);
-        },
-        params);
-    if (run.outcome == Outcome::failed) run.failing_layout = detail::last_failing_layout();
-    return detail::typed(std::move(run), recorded);
+    return detail::run_property(name, gen, check, impl, params);
   };
   for (auto& [fixture, c] : fixtures)
     p.fixtures[fixture] = [c, check](Implementation& impl) { return std::make_pair(detail::show(c), check(impl, c)); };
+  return p;
+}
+
+/// A generator of cases that build worlds, drawn within an implementation's capacity.
+template <class Case>
+using WorldGen = std::function<rc::Gen<Case>(const WorldCapacity&)>;
+
+/// make_property for cases that build worlds: the cases are drawn within the target's
+/// WorldCapacity (an unbounded target, the reference, gets the full range, the same cases as an
+/// unbounded generator), and a bounded run says so in its note. Spec cases are run as they are.
+template <class Case>
+Property make_world_property(std::string name, std::string group, std::string description, WorldGen<Case> gen_for,
+                             Verdict (*check)(Implementation&, const Case&),
+                             std::map<std::string, Case> fixtures = {}) {
+  Property p = make_property<Case>(std::move(name), std::move(group), std::move(description), gen_for(WorldCapacity{}),
+                                   check, std::move(fixtures));
+  p.run = [name = p.name, gen_for, check](Implementation& impl, const RunParams& params) {
+    const WorldCapacity capacity = impl.capacity();
+    PropertyRun run = detail::run_property(name, gen_for(capacity), check, impl, params);
+    run.note = detail::capacity_note(impl, capacity);
+    return run;
+  };
   return p;
 }
 

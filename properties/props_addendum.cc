@@ -456,6 +456,9 @@ std::vector<Property> addendum_properties() {
   GtpCase review{"gdp", {10, 3, 2, 3}, 2, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase mamba_c{"mamba", {256, 256, 4, 1}, 1, 2, 32, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
   GtpCase t1{"gdp", {10, 3, 2, 3}, 1, 2, 16, 2, "bfloat16", GtpSaveDesign::shard_split, 0};
+  const WorldGen<GtpCase> split_config = [](const WorldCapacity& capacity) {
+    return genGtpConfig(GtpSaveDesign::shard_split, capacity);
+  };
   LoadCase gdp_gtp;
   gdp_gtp.hybrid.pattern = "M*-M*-";
   gdp_gtp.hybrid.config.ssm_mixer = "gdp", gdp_gtp.hybrid.config.pad_alignment = 32;
@@ -470,41 +473,41 @@ std::vector<Property> addendum_properties() {
           "shard in the shard split, and load back (4.11, addendum H)",
           genHybridGtpLoadCase(), gpt_to_hybrid_under_gtp,
           {{"gdp_tp2_gtp4_p32", gdp_gtp}, {"mamba_tp2_gtp4_p32", mamba_gtp}}),
-      make_property<GtpCrossCase>(
+      make_world_property<GtpCrossCase>(
           "gather_saved_cross_load", "load",
           "a gather-saved in_proj loaded at another G and padding by the shard split and by the gather merge: real "
           "rows exact, pad rows zero (4.7.6, addendum F)",
-          genGtpCross(), gather_saved_cross_load,
+          genGtpCross, gather_saved_cross_load,
           {{"review_g2_to_g4_p32", GtpCrossCase{review, 4, 32}}, {"tp2_g2_to_g1", GtpCrossCase{review, 1, 0}}}),
-      make_property<GtpCase>("strict_unexpected_key", "load",
+      make_world_property<GtpCase>("strict_unexpected_key", "load",
                              "default strictness: a requested key the checkpoint lacks fails the load; removed as the "
                              "other modes do, the rest loads exactly (addendum C)",
-                             genGtpConfig(GtpSaveDesign::shard_split), strict_unexpected_key, {{"review_tp2", review}}),
+                             split_config, strict_unexpected_key, {{"review_tp2", review}}),
       make_property<LoadCase>("moe_single_expert_keys", "load",
                               "GPT->Hybrid with one expert: tensors covered; expert extra-state objects ask "
                               "shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1, as Megatron does (addendum G)",
                               genSingleExpertLoadCase(), single_expert_keys),
-      make_property<ElectionCase>("gtp_writer_election", "gtp",
+      make_world_property<ElectionCase>("gtp_writer_election", "gtp",
                                   "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) "
                                   "DP group, caller's groups first (addendum A)",
-                                  genElectionCase(), writer_election,
+                                  genElectionCase, writer_election,
                                   {{"expert_ep2_egtp2", expert_ep2},
                                    {"caller_over_foreign_globals", foreign},
                                    {"globals_gtp4_cp2", inclusive},
                                    {"no_groups_raises", none}}),
-      make_property<GtpCase>("dcp_plan_rejects_holes_overlaps", "gtp",
+      make_world_property<GtpCase>("dcp_plan_rejects_holes_overlaps", "gtp",
                              "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping "
                              "piece, de-duplicates an exact copy (addendum D)",
-                             genGtpConfig(GtpSaveDesign::shard_split), dcp_plan_checks, {{"review_tp2", review}}),
-      make_property<GtpCase>("mamba_in_proj_gathers", "gtp",
+                             split_config, dcp_plan_checks, {{"review_tp2", review}}),
+      make_world_property<GtpCase>("mamba_in_proj_gathers", "gtp",
                              "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, "
                              "written by GTP peer 0 (addendum E)",
-                             genGtpConfig(GtpSaveDesign::shard_split), mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
-      make_property<GtpCrossCase>(
+                             split_config, mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
+      make_world_property<GtpCrossCase>(
           "load_shape_mismatch_zero_fill", "load",
           "a GTP entry loaded at another padding: allow_shape_mismatch zero-fills what was not stored, never refuses "
           "(addendum B)",
-          genGtpCross(), shape_mismatch_load,
+          genGtpCross, shape_mismatch_load,
           {{"g2_to_g4_p32", GtpCrossCase{t1, 4, 32}}, {"tp2_g2_to_g1_p0", GtpCrossCase{review, 1, 0}}}),
   };
 }

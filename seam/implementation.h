@@ -35,6 +35,14 @@ enum class Operation {
   gtp_padding,          // GTP shard rows and padding (spec 4.4)
 };
 
+/// How large a world an implementation can run for one case. Real Megatron runs one process per
+/// rank (harness/megatron/adapter/gtp_world.py), so its worlds are bounded; the reference model is
+/// not. Properties whose cases build worlds draw them within it and say so in their output.
+struct WorldCapacity {
+  /// Ranks of one world: T x G for a GTP layout, T x G x CP x DP for a writer-election grid.
+  std::optional<std::int64_t> max_ranks;  // nullopt: unbounded
+};
+
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).
 inline Error unsupported(std::string_view implementation, std::string_view what) {
   return make_error(seam_kind::unsupported, std::string(implementation) + " does not support " + std::string(what));
@@ -46,6 +54,8 @@ class Implementation {
   /// "reference", "mutant:<name>", "megatron <version>".
   virtual std::string name() const = 0;
   virtual bool supports(Operation op) const { return true; }
+  /// The largest worlds this implementation runs (default: unbounded).
+  virtual WorldCapacity capacity() const { return {}; }
 
   /// parse_hybrid_pattern (spec 1.3); nullopt is Python None.
   virtual Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) = 0;

@@ -21,6 +21,7 @@ class RecordingImplementation : public Implementation {
 
   std::string name() const override { return inner_.name(); }
   bool supports(Operation op) const override { return inner_.supports(op); }
+  WorldCapacity capacity() const override { return inner_.capacity(); }
   Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override {
     return seen(inner_.parse_pattern(text));
   }

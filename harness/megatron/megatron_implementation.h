@@ -35,6 +35,10 @@ class MegatronImplementation : public Implementation {
 
   std::string name() const override { return name_; }
   bool supports(Operation op) const override;
+  /// The adapter runs one process per rank: worlds of at most MAX_WORLD_RANKS (adapter_ops.py)
+  /// ranks; a bigger one answers unsupported, so the properties draw within this.
+  static constexpr std::int64_t kMaxWorldRanks = 32;
+  WorldCapacity capacity() const override { return {kMaxWorldRanks}; }
   /// Why `op` is not supported by this Megatron ("" when it is).
   std::string unsupported_reason(Operation op) const;
   /// The Megatron under test, for the gate's first line: "megatron-core V at PATH (revision R)".
@@ -51,6 +55,9 @@ class MegatronImplementation : public Implementation {
     return call("gtp_all_padding_load",
                 {{"rows", rows}, {"gtp_size", gtp_size}, {"shard_rows", shard_rows}, {"cols", cols}});
   }
+  /// One adapter operation by name with its request fields (docs/adapter-protocol.md): what the
+  /// gate's Megatron-only checks ask that the seam has no operation for (finding_checks.cc).
+  Result<json::Json> adapter_op(const std::string& op, json::Json fields) { return call(op, std::move(fields)); }
   /// What the adapter wrote on stderr (for reports).
   std::string adapter_stderr() const { return process_.stderr_tail(); }
 

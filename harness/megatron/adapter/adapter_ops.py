@@ -374,6 +374,24 @@ class Ops:
 
 # ---- GTP through real gloo worlds (gtp_world.py) ------------------------------------------------
 
+def _task_restore_parallel_state(ctx, payload):
+    """World task: parallel_state's globals pointed back at this world's own groups (gtp_world's
+    _build_groups again, collectively on every rank)."""
+    import gtp_world
+    gtp_world._build_groups(ctx)
+    return True
+
+
+def _register_world_tasks():
+    import gtp_world
+    gtp_world.TASKS.setdefault("restore_parallel_state", _task_restore_parallel_state)  # forked workers inherit it
+
+
+_register_world_tasks()
+
+MAX_WORLD_RANKS = 32  # one process per rank on this machine; MegatronImplementation::kMaxWorldRanks says the same
+
+
 def _gtp_params(req):
     """The seam's GtpFactoryParams fields of a gtp_* request, checked."""
     key = string(req, "key")
@@ -390,8 +408,8 @@ def _gtp_params(req):
          "dtype": opt(req, "dtype", "float32")}
     if p["tp_rank"] >= p["tp_size"] or p["gtp_rank"] >= p["gtp_size"]:
         raise BadRequest("tp_rank/gtp_rank out of range")
-    if p["tp_size"] * p["gtp_size"] > 32:
-        raise Unsupported("a GTP world of more than 32 ranks (T*G) on this machine")
+    if p["tp_size"] * p["gtp_size"] > MAX_WORLD_RANKS:
+        raise Unsupported(f"a GTP world of more than {MAX_WORLD_RANKS} ranks (T*G) on this machine")
     if sum(sections) * p["cols"] > 4_000_000:
         raise BadRequest("in_proj larger than 4M elements is beyond this adapter's world")
     return p
@@ -556,8 +574,8 @@ class GtpOps:
         if not isinstance(world, dict) or not all(_is_int(world.get(k)) and world[k] >= 1 for k in sizes):
             raise BadRequest(f"election.world needs positive integers {sizes}")
         n = world["tp"] * world["gtp"] * world["cp"] * world["dp"]
-        if n > 32:
-            raise Unsupported("an election world of more than 32 ranks")
+        if n > MAX_WORLD_RANKS:
+            raise Unsupported(f"an election world of more than {MAX_WORLD_RANKS} ranks")
         if n % (world["etp"] * world["ep"] * world["egtp"]):
             raise BadRequest("the expert grid does not divide the world")
         glob = e.get("globals")
@@ -582,6 +600,11 @@ class GtpOps:
                 results = w.run("election", task)
             except gtp_world.WorldTaskError as exc:
                 raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+            finally:
+                # The election builds and destroys its own parallel_state on the borrowed world,
+                # which a one-rank election shares with every (1, 1) op: point it back at the world's groups.
+                if w.procs:
+                    w.run("restore_parallel_state", {})
             self.cache[case] = (w, results)
             got = self.cache[case]
         r = got[1][rank]
@@ -1103,3 +1126,7 @@ def _op_load_state(self, req):
 
 
 Ops.op_load_state = _op_load_state
+
+import finding_ops  # noqa: E402 - the finding checks' ops (finding_ops.py) need Ops and the GTP worlds above
+
+finding_ops.register(Ops, _gtp_ops)
