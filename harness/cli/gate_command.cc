@@ -12,6 +12,7 @@
 #include "harness/cli/commands.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
+#include "harness/megatron/finding_checks.h"
 #include "harness/megatron/gtp_checks.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
@@ -74,6 +75,7 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
            const props::PropertyRun run = property.run(target, params);
            gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
+           answer.note = run.note;
            if (run.outcome == Outcome::failed) {
              ReproToken token{props::property_check_name(property.name), {}};
              props::add_case_options(token, params, run);
@@ -89,6 +91,8 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(budget.corpus));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
+  // Spec invariants Megatron is known to break (pinned in corpus/findings/), for every target.
+  for (gate::Check& check : megatron::finding_checks()) checks.push_back(std::move(check));
   if (differential)
     for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), megatron::gtp_gather_checks()})
       for (gate::Check& check : group) checks.push_back(std::move(check));

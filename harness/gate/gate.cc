@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "models/text.h"
+
 namespace ih::gate {
 
 Check Check::simple(std::string group, std::string name, std::function<Result<std::string>(Implementation&)> body) {
@@ -39,12 +41,29 @@ Result<std::vector<Check>> with_unique_names(std::vector<Check> checks) {
   return checks;
 }
 
-const PinnedCase* KnownFindings::match(const ReproToken& token) const {
-  for (const PinnedCase& finding : findings)
-    if (finding.token.check == token.check && finding.token.target() == token.target() &&
-        finding.token.option("mutant") == token.option("mutant"))
+const KnownFinding* KnownFindings::match(const ReproToken& token) const {
+  for (const KnownFinding& finding : findings)
+    if (finding.pin.token.check == token.check && finding.pin.token.target() == token.target() &&
+        (!finding.pin.token.option("mutant") || finding.pin.token.option("mutant") == token.option("mutant")))
       return &finding;
   return nullptr;
+}
+
+std::optional<std::string> KnownFinding::mismatch(const std::string& detail) const {
+  std::vector<std::string> lines;
+  for (std::string_view line : split_views(detail, '\n'))
+    if (const auto first = line.find_first_not_of(' '); first != std::string_view::npos)
+      lines.emplace_back(line.substr(first));
+  std::set<std::string> seen;
+  for (const std::string& line : lines) {
+    bool known = false;
+    for (const std::string& text : expect)
+      if (line.find(text) != std::string::npos) known = true, seen.insert(text);
+    if (!known) return "a failure the finding pinned in " + file + " does not expect: " + line;
+  }
+  for (const std::string& text : expect)
+    if (!seen.count(text)) return "the finding pinned in " + file + " expects '" + text + "', which this failure lacks";
+  return std::nullopt;
 }
 
 Result<KnownFindings> load_known_findings(const std::string& corpus_dir) {
@@ -62,7 +81,14 @@ Result<KnownFindings> load_known_findings(const std::string& corpus_dir) {
     text << in.rdbuf();
     auto pinned = parse_pinned(text.str());
     if (!pinned.ok()) return pinned.error().with_context(file.string());
-    known.findings.push_back(*pinned);
+    KnownFinding finding{*pinned, {}, file.filename().string()};
+    const std::string body = text.str();
+    for (std::string_view line : split_views(body, '\n'))
+      if (line.substr(0, 8) == "expect: " && line.size() > 8) finding.expect.emplace_back(line.substr(8));
+    if (finding.expect.empty())
+      return make_error(ErrorKind::invalid_argument,
+                        file.string() + ": a known finding needs at least one 'expect: ' line (a text its failure shows)");
+    known.findings.push_back(std::move(finding));
   }
   return known;
 }
@@ -78,13 +104,17 @@ CheckResult run_one(Implementation& target, const Check& check, const ReproToken
     for (const auto& [name, value] : base.options) result.answer.case_token->options.emplace(name, value);
     result.token = *result.answer.case_token;
   }
-  if (const PinnedCase* finding = known.match(result.token)) {
+  if (const KnownFinding* finding = known.match(result.token)) {
     if (result.answer.outcome == Outcome::failed) {
-      result.answer.outcome = Outcome::known_finding;
-      result.known_finding = finding->reason;
+      if (const auto differs = finding->mismatch(result.answer.detail)) {
+        result.answer.detail = "not the known finding: " + *differs + "\n      " + result.answer.detail;
+      } else {
+        result.answer.outcome = Outcome::known_finding;
+        result.known_finding = finding->pin.reason + " [" + finding->file + "]";
+      }
     } else if (result.answer.outcome == Outcome::passed) {
-      result.answer.detail = "the known finding pinned for this check no longer reproduces (" + finding->reason +
-                             "): remove its pin from corpus/findings/";
+      result.answer.detail = "the known finding pinned for this check no longer reproduces (" + finding->pin.reason +
+                             "): remove " + finding->file + " from corpus/findings/";
     }
   }
   return result;
@@ -156,6 +186,9 @@ std::string summary_table(const std::vector<CheckResult>& results) {
         break;
     }
   }
+  for (const CheckResult& r : results)
+    if (!r.answer.note.empty() && r.answer.outcome != Outcome::not_run)
+      out << "NOTE " << r.group << ": " << r.name << "\n      " << r.answer.note << "\n";
   return out.str();
 }
 

@@ -23,6 +23,7 @@ struct CheckAnswer {
   std::string minimal_case;              // the smallest input that shows it (properties: the shrunk case)
   std::optional<ReproToken> case_token;  // a token naming exactly the failing case (properties: rc=...)
   std::optional<props::GtpCase> layout;  // the failing in_proj layout, drawn in the reports
+  std::string note;                      // how the check was limited on this target (printed with any outcome)
 };
 
 /// One named check. `name` is stable: tokens and known findings refer to it, never to a position.
@@ -63,11 +64,23 @@ std::vector<Check> layout_differential_checks();
 /// Refuses two checks with one name: a token must name exactly one check.
 Result<std::vector<Check>> with_unique_names(std::vector<Check> checks);
 
-/// Known findings: pinned failures of a target, each with its reason (corpus/findings/*.finding).
+/// One known finding (corpus/findings/<name>.finding): a `token:` line naming the check, target and
+/// mutant, a one-line `reason:`, and `expect:` lines, texts the failure must show.
+struct KnownFinding {
+  PinnedCase pin;
+  std::vector<std::string> expect;  // every line of the failure's detail contains one; each is in some line
+  std::string file;
+  /// Whether `detail` (lines separated by "\n") is exactly this finding; else why not.
+  std::optional<std::string> mismatch(const std::string& detail) const;
+};
+
+/// Known findings: pinned failures of a target, each with its reason.
 struct KnownFindings {
-  std::vector<PinnedCase> findings;
-  /// The finding pinned for `token`'s check on `token`'s target, if any.
-  const PinnedCase* match(const ReproToken& token) const;
+  std::vector<KnownFinding> findings;
+  /// The finding pinned for `token`'s check on `token`'s target, if any: a pin without a mutant is
+  /// the unmutated target's finding and holds under any mutant that fails exactly the same way (its
+  /// expect: lines); a pin with a mutant matches only that mutant.
+  const KnownFinding* match(const ReproToken& token) const;
 };
 Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
 

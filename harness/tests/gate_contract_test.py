@@ -92,6 +92,39 @@ try:
               f"rc={result.returncode} {result.stderr[-200:]}")
     check("--help goes to stdout", run("gate", "--help").stdout.startswith("usage: interop-harness gate"))
     check("-- ends the options", run("repro", "--", "--help").returncode == 2)
+    # Known findings (corpus/findings/*.finding): the spec-invariant checks the reference fails as it
+    # models Megatron are KNOWN FINDING, not FAILED; a different failure of a pinned check still fails;
+    # a pin whose check passes is reported STALE; a pin without an expect: line is refused.
+    def outcomes(result):
+        return {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    known = run("gate", "--property-cases", "5", "--json")
+    found = [n for n, c in outcomes(known).items() if c["outcome"] == "known finding"]
+    check("pinned findings are KNOWN FINDING and pass the gate",
+          known.returncode == 0 and "gate/spec-invariants/optimizer_resume_gtp_to_no_gtp" in found and len(found) >= 5,
+          f"rc={known.returncode} {found}")
+    pins = os.path.join(work, "pins")
+    shutil.copytree(corpus, pins)
+    r1 = os.path.join(pins, "findings", "R1-optimizer-resume-gtp-to-no-gtp.reference.finding")
+    text = open(r1).read()
+    open(r1, "w").write(re.sub(r"(?m)^expect: .*$", "expect: requested (121, 2)", text))
+    differs = run("gate", "--corpus", pins, "--property-cases", "5", "--json")
+    c = outcomes(differs).get("gate/spec-invariants/optimizer_resume_gtp_to_no_gtp", {})
+    check("a failure other than the pinned one fails the gate",
+          differs.returncode == 1 and c.get("outcome") == "failed" and "not the known finding" in c.get("detail", ""),
+          f"rc={differs.returncode} {c}")
+    open(r1, "w").write(text)
+    with open(os.path.join(pins, "findings", "stale.reference.finding"), "w") as f:
+        f.write("token: ih1:gate/spec-invariants/optimizer_resume_tp1_gtp_change:target=reference\n"
+                "reason: a finding that no longer reproduces\nexpect: anything\n")
+    stale = run("gate", "--corpus", pins, "--property-cases", "5")
+    check("a pinned finding that no longer reproduces is reported STALE",
+          stale.returncode == 0 and "STALE FINDING spec invariants: optimizer_resume_tp1_gtp_change" in stale.stdout,
+          f"rc={stale.returncode} {stale.stdout[-400:]}")
+    with open(os.path.join(pins, "findings", "stale.reference.finding"), "w") as f:
+        f.write("token: ih1:gate/spec-invariants/optimizer_resume_tp1_gtp_change:target=reference\nreason: r\n")
+    check("a known finding without an expect: line is refused",
+          run("gate", "--corpus", pins, "--property-cases", "5").returncode == 2)
+
     clean = run("gate", "--require-all", "--property-cases", "5")
     check("the reference runs every check", clean.returncode == 0, clean.stdout[-500:])
 finally:

@@ -9,7 +9,8 @@ Usage (under the Megatron venv's python):
   ordering   serialization.load vs MCoreTensorAwareStateDict.to_state_dict with all-padding ranks (c)
   experts    one expert (E = 1): the _extra_state object key a GPT save writes vs what a retargeted
              hybrid load asks for (a); E = 2 beside it as the control
-  gtp1       GTP size 1: what Megatron builds vs the reference's padded entry (G1)
+  gtp1       GTP size 1: what Megatron builds vs the reference's entry (G1, resolved: the reference
+             now treats G = 1 as plain TP, so this case agrees)
 Prints one JSON object per case; exits 1 when any case shows the finding, 0 when none does.
 
   --expect-known  (for CI, ctest label megatron-checkout) exit 0 when every case either holds or
@@ -57,7 +58,7 @@ def known_finding(case):
     return None
 
 
-EXPECTED_KNOWN = {"R1", "R2", "B", "C", "A", "G1"}
+EXPECTED_KNOWN = {"R1", "R2", "B", "C", "A"}  # G1 was the reference's, fixed in commit 6310be3
 
 
 def main():
@@ -134,13 +135,14 @@ def main():
                                     "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
                                     "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16", "shard_storage": 1})
         e = r["entry"]
-        found |= e["local_shape"][0] != 16
+        # The reference's entry at G = 1 (gtp_weight_padding: a one-rank GTP group is not padded).
+        reference = {"local_shape": [6, 1], "global_shape": [6, 1], "allow_shape_mismatch": False}
+        found |= e["local_shape"] != reference["local_shape"]
         show({"case": "gtp1", "D": 6, "pad_for_alignment": 16, "megatron_entry": {k: e[k] for k in (
-            "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": {
-            "local_shape": [16, 1], "global_shape": [16, 1], "allow_shape_mismatch": True}})
+            "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": reference})
     gtp_world.close_all()
     if args.expect_known:
-        ran = {"roundtrip": {"R1", "R2"}, "fresh": {"B"}, "ordering": {"C"}, "experts": {"A"}, "gtp1": {"G1"}}
+        ran = {"roundtrip": {"R1", "R2"}, "fresh": {"B"}, "ordering": {"C"}, "experts": {"A"}, "gtp1": set()}
         expected = EXPECTED_KNOWN if args.what == "all" else ran[args.what]
         for kid in sorted(expected - verdicts["known"]):
             print(f"GONE {kid}: the known finding no longer reproduces (docs/megatron-findings.md)", flush=True)

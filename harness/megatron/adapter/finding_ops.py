@@ -1,0 +1,104 @@
+"""Adapter ops behind the gate's spec-invariant checks that reproduce Megatron's findings
+(harness/megatron/finding_checks.cc, docs/megatron-findings.md). Each runs Megatron's own code in a
+gloo world (gtp_world.py) and answers facts; the C++ check judges them against the spec.
+
+  gtp_fresh_retarget  finding B: a fresh GDP/Mamba layer's in_proj under GTP retargeted to a GPT
+                      checkpoint; what a load hands back in place of the parameter, per rank
+  load_orderings      finding C: serialization.load and MCoreTensorAwareStateDict.to_state_dict of
+                      one tree with all-padding GTP ranks, after a real save, per rank
+  single_expert_load  finding A: a GPT save of expert _extra_state objects with E experts, the
+                      hybrid request retargeted, loaded for real (one rank)
+
+The GTP save/load round trip with optimizer state (findings R1, R2) is the existing gtp_roundtrip op.
+"""
+
+import os
+import shutil
+import tempfile
+
+from adapter_errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+
+
+def _task_error(exc):
+    return OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+
+
+def _op_gtp_fresh_retarget(self, req):
+    import gtp_world
+    sections = field(req, "sections")  # TP-local sections
+    names = str_list_field(req, "names")
+    if not isinstance(sections, list) or len(sections) != len(names) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sections):
+        raise BadRequest("sections must be positive integers, one per name")
+    if sum(sections) > 100_000:
+        raise BadRequest("in_proj larger than 100,000 rows is beyond this op")
+    tp, gtp = integer(req, "tp", minimum=1), integer(req, "gtp", minimum=1)
+    world = self._gtp_ops_for_findings()._world({"tp_size": tp, "gtp_size": gtp})
+    payload = {"sections": sections, "names": names, "cols": integer(req, "cols", minimum=1),
+               "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}
+    try:
+        ranks = world.run("fresh_retarget", payload)
+    except gtp_world.WorldTaskError as exc:
+        raise _task_error(exc)
+    return {"ranks": [dict(r, tp=world.coords(i)[1], gtp=world.coords(i)[2]) for i, r in enumerate(ranks)]}
+
+
+def _op_load_orderings(self, req):
+    import gtp_world
+    rows, G = integer(req, "rows", minimum=1), integer(req, "gtp_size", minimum=1)
+    R, cols = integer(req, "shard_rows", minimum=1), integer(req, "cols", minimum=1)
+    if G > 8 or R * G < rows or R > 4096:
+        raise BadRequest("need gtp_size <= 8, shard_rows * gtp_size >= rows, shard_rows <= 4096")
+    try:
+        import megatron.core.dist_checkpointing.tensor_aware_state_dict  # noqa: F401
+    except ImportError as exc:
+        raise Unsupported(f"MCoreTensorAwareStateDict (to_state_dict) is not in this Megatron: {exc}")
+    world = self._gtp_ops_for_findings()._world({"tp_size": 1, "gtp_size": G})
+    ckpt = tempfile.mkdtemp(prefix="ih-orderings-")
+    try:
+        # to_state_dict's nvidia_resiliency_ext guard is lifted by the worlds' patches
+        # (megatron_patches.py, docs/megatron-patches.md); without it to_state_dict answers ImportError.
+        out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "dir": os.path.join(ckpt, "ckpt")})
+    except gtp_world.WorldTaskError as exc:
+        raise _task_error(exc)
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    ranks = []
+    for r in out:
+        rank = {}
+        for order in ("serialization_load", "to_state_dict"):
+            x = r[order]
+            rank[order] = ({"ok": True, "rows": [None if c is None else list(c) for c in x["rows"]], "keys": x["keys"]}
+                           if x.get("ok") else {"ok": False, "error": x["error"], "frame": x.get("frame")})
+        ranks.append(rank)
+    return {"ranks": ranks}
+
+
+def _op_single_expert_load(self, req):
+    import gtp_world
+    experts = integer(req, "experts", minimum=1)
+    if experts > 64:
+        raise BadRequest("experts must be at most 64")
+    if getattr(self.M, "interop", None) is None:
+        raise Unsupported("gpt_checkpoint_interop (GPT->Hybrid retargeting) is not in this Megatron")
+    gtp_world.set_megatron(self.M)
+    try:
+        world = gtp_world.get_world(1, 1)
+    except gtp_world.WorldError as exc:
+        raise OpError("world_failed", str(exc))
+    ckpt = tempfile.mkdtemp(prefix="ih-experts-")
+    try:
+        return world.run("single_expert", {"experts": experts, "pattern": string(req, "pattern"),
+                                           "dir": os.path.join(ckpt, "ckpt")})[0]
+    except gtp_world.WorldTaskError as exc:
+        raise _task_error(exc)
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def register(ops_class, gtp_ops):
+    """Adds the ops to the adapter's Ops."""
+    ops_class._gtp_ops_for_findings = gtp_ops
+    ops_class.op_gtp_fresh_retarget = _op_gtp_fresh_retarget
+    ops_class.op_load_orderings = _op_load_orderings
+    ops_class.op_single_expert_load = _op_single_expert_load
