@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 
 #include "codec/json_codec.h"
@@ -15,6 +14,7 @@
 #include "models/gpt_layer_maps.h"
 #include "models/gtp_layout.h"
 #include "models/retarget.h"
+#include "properties/world_draw.h"
 
 namespace ih {
 namespace {
@@ -221,46 +221,20 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
 }
 
 Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t a, std::int64_t b) {
-  if (!power_of_two_upto8(a) || !power_of_two_upto8(b))
-    return make_error(ErrorKind::invalid_argument, "seeded scenarios need 1, 2, 4 or 8 ranks per world");
-  std::mt19937_64 rng(seed);
-  const auto pick = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  IH_TRY_ASSIGN(drawn, props::draw_world_load_case(seed, a, b));
   WorldScenario s;
   s.name = "seed_" + std::to_string(seed);
   s.config = small_world_config();
-  const bool moe = pick(3) == 0;
-  const std::vector<std::string> dense = {"M*-M*-", "M*-M*-M*-M*-", "*-M*-M", "M*-*-M"};
-  const std::vector<std::string> experts = {"M*EM*E", "*EM*EM*E*E"};
-  s.pattern = moe ? experts[static_cast<std::size_t>(pick(2))] : dense[static_cast<std::size_t>(pick(4))];
-  if (moe) s.config.num_experts = 4;
-  s.gated = !moe && pick(2) == 0;
-  s.optimizer = pick(2) == 0;
-  auto maps = gpt_compatible_layer_maps(s.pattern);
-  if (!maps.ok()) return maps.error();
-  const std::int64_t layers = maps->num_gpt_layers;
-  const std::int64_t hybrid_layers = static_cast<std::int64_t>(s.pattern.size());
-  // Split n ranks into tp x pp x ep x dp, each a power of two, within the model's limits.
-  const auto draw = [&](std::int64_t n, bool saving) {
-    WorldLayout w;
-    std::int64_t left = n;
-    while (left > 1) {
-      const std::int64_t dim = pick(4);
-      if (dim == 1 && w.pp * 2 <= 2 && (saving ? layers % (w.pp * 2) == 0 : hybrid_layers % (w.pp * 2) == 0))
-        w.pp *= 2;
-      else if (dim == 2 && moe && w.ep * 2 <= 4)
-        w.ep *= 2;
-      else if (dim == 3 && w.dp * 2 <= 2)
-        w.dp *= 2;
-      else
-        w.tp *= 2;
-      left /= 2;
-    }
-    return w;
-  };
-  s.save = draw(a, true);
-  s.load = draw(b, false);
-  s.description = "drawn from seed " + std::to_string(seed) + ": pattern " + s.pattern + (s.gated ? ", SwiGLU" : "") +
-                  (s.optimizer ? ", optimizer states" : "") + (moe ? ", 4 experts" : "");
+  s.pattern = drawn.pattern;
+  if (drawn.num_experts > 0) s.config.num_experts = drawn.num_experts;
+  s.gated = drawn.gated;
+  s.optimizer = drawn.optimizer;
+  const auto layout = [](const props::WorldSplit& w) { return WorldLayout{w.tp, w.pp, w.ep, w.dp}; };
+  s.save = layout(drawn.save);
+  s.load = layout(drawn.load);
+  s.description = "drawn from seed " + std::to_string(seed) + " by the property generators: pattern " + s.pattern +
+                  (s.gated ? ", SwiGLU" : "") + (s.optimizer ? ", optimizer states" : "") +
+                  (drawn.num_experts > 0 ? ", " + std::to_string(drawn.num_experts) + " experts" : "");
   return s;
 }
 

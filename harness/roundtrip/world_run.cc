@@ -201,14 +201,6 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   return w;
 }
 
-std::int64_t max_of(const std::vector<RankState>& ranks, const std::string& name, const char* field) {
-  std::int64_t m = 0;
-  for (const RankState& st : ranks)
-    if (const Json* s = scenario_result(st, name); s && s->contains(field) && (*s)[field].is_number())
-      m = std::max(m, (*s)[field].get<std::int64_t>());
-  return m;
-}
-
 double max_seconds(const std::vector<RankState>& ranks, const std::string& name) {
   double m = 0;
   for (const RankState& st : ranks)
