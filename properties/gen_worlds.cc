@@ -1,6 +1,6 @@
 // draw_world_load_case: the property generators, driven by one seed outside a property.
-#include <algorithm>
 #include <rapidcheck.h>
+#include <algorithm>
 #include <vector>
 
 #include "properties/generators.h"
