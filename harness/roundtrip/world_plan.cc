@@ -150,7 +150,7 @@ std::vector<std::string> world_scenario_names() {
   return {"gpt_hybrid_tp", "gpt_hybrid_tp_pp", "gpt_hybrid_pp_tp", "gpt_hybrid_moe_ep", "dp_replicas"};
 }
 
-std::vector<std::string> gtp_world_scenario_names() { return {"gdp_in_proj_gtp"}; }
+std::vector<std::string> gtp_world_scenario_names() { return {"gdp_in_proj_gtp", "gdp_in_proj_gtp_repad"}; }
 
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   return {{"gdp_in_proj_shard_split",
@@ -188,20 +188,23 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     s.optimizer = true;
     const std::int64_t sep = std::min<std::int64_t>(a, 4), lep = std::min<std::int64_t>(b, 4);
     s.save.ep = sep, s.save.tp = a / sep, s.load.ep = lep, s.load.tp = b / lep;
-  } else if (name == "gdp_in_proj_gtp") {
+  } else if (name == "gdp_in_proj_gtp" || name == "gdp_in_proj_gtp_repad") {
     // d_inner 8, ngroups x d_state 4, 2 heads, one Householder: D = 28 / T TP-local rows; with
     // p = 16 and G = 2 the aligned block is 32 rows, so at T = 2 (D = 14 < p x G) GTP rank 1
-    // holds only padding, at T = 1 (D = 28) its shard ends in 4 pad rows.
+    // holds only padding, at T = 1 (D = 28) its shard ends in 4 pad rows. The repad variant
+    // saves at p = 16 and loads at p = 32 with all ranks in GTP (4 ranks: G = 4, 3 all-padding).
     s.kind = "gdp_gtp";
-    s.description = "GDP in_proj (gather design) across a GTP x TP change, rows < p x G, all-padding GTP ranks";
-    const auto world = [&](std::int64_t n) -> Result<GtpWorld> {
-      if (n == 1) return GtpWorld{1, 1, 16};
-      if (n == 2) return GtpWorld{1, 2, 16};
-      if (n == 4) return GtpWorld{2, 2, 16};
+    const bool repad = name == "gdp_in_proj_gtp_repad";
+    s.description = repad ? "GDP in_proj (gather design) saved at p=16, loaded at p=32 across a GTP change (G up to 4)"
+                          : "GDP in_proj (gather design) across a GTP x TP change, rows < p x G, all-padding GTP ranks";
+    const auto world = [&](std::int64_t n, std::int64_t p) -> Result<GtpWorld> {
+      if (n == 1) return GtpWorld{1, 1, p};
+      if (n == 2) return GtpWorld{1, 2, p};
+      if (n == 4) return repad ? GtpWorld{1, 4, p} : GtpWorld{2, 2, p};
       return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
     };
-    IH_TRY_ASSIGN(sw, world(a));
-    IH_TRY_ASSIGN(lw, world(b));
+    IH_TRY_ASSIGN(sw, world(a, 16));
+    IH_TRY_ASSIGN(lw, world(b, repad ? 32 : 16));
     s.gtp_save = sw, s.gtp_load = lw;
     s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;  // world sizes (rank = t * G + g)
   } else if (name == "dp_replicas") {
