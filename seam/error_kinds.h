@@ -22,6 +22,13 @@ inline constexpr ErrorKind timeout{kFirstOuterErrorKind + 1};
 inline constexpr ErrorKind harness_error{kFirstOuterErrorKind + 2};
 }  // namespace seam_kind
 
+/// True for the kinds that mean no answer came (the operation is missing, a timeout, a harness fault):
+/// a check that meets one has no verdict and passes the error on (outcome_of_error, seam/outcome.h)
+/// instead of comparing it with the reference's answer as if it were one.
+inline bool is_no_answer(ErrorKind kind) {
+  return kind == seam_kind::unsupported || kind == seam_kind::timeout || kind == seam_kind::harness_error;
+}
+
 /// The stable snake_case name of any kind, the model's or the seam's: the JSON "kind" string and the
 /// <kind> of `ERROR: <kind>: ...` (docs/cli.md). "unknown" for a value nobody declared.
 inline std::string_view to_string(ErrorKind kind) {

@@ -33,7 +33,8 @@ std::string outcome_text(const Result<T>& result, const std::function<std::strin
   return result.ok() ? show(*result) : "error " + std::string(to_string(result.error().kind));
 }
 
-/// Returns "" when every input agrees, else the first disagreement; unsupported stops the check.
+/// Returns "" when every input agrees, else the first disagreement; no answer (unsupported, a timeout, a harness
+/// fault) stops the check without a verdict.
 Result<std::string> compare_all(const std::vector<std::string>& inputs,
                                 const std::function<Result<std::string>(const std::string&)>& target_answer,
                                 const std::function<std::string(const std::string&)>& reference_answer) {
@@ -57,7 +58,7 @@ Result<std::string> check_layer_maps(Implementation& target) {
       inputs,
       [&](const std::string& p) -> Result<std::string> {
         auto maps = target.layer_maps(std::string_view(p));
-        if (!maps.ok() && maps.error().kind == seam_kind::unsupported) return maps.error();
+        if (!maps.ok() && is_no_answer(maps.error().kind)) return maps.error();
         return answer_text(maps, p);
       },
       [&](const std::string& p) { return answer_text(reference.layer_maps(std::string_view(p)), p); });
@@ -76,7 +77,7 @@ Result<std::string> check_parse(Implementation& target) {
       all_strings("M*D|/X", 4),
       [&](const std::string& p) -> Result<std::string> {
         auto parsed = target.parse_pattern(std::string_view(p));
-        if (!parsed.ok() && parsed.error().kind == seam_kind::unsupported) return parsed.error();
+        if (!parsed.ok() && is_no_answer(parsed.error().kind)) return parsed.error();
         return outcome_text(parsed, show);
       },
       [&](const std::string& p) { return outcome_text(reference.parse_pattern(std::string_view(p)), show); });
@@ -96,7 +97,7 @@ Result<std::string> check_segments(Implementation& target) {
             for (const auto& last : optional_counts) {
               const pattern::SegmentRequest request{rank, pp, vp, first, last};
               auto got = target.select_segment(main, request);
-              if (!got.ok() && got.error().kind == seam_kind::unsupported) return got.error();
+              if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
               const std::string want_text = outcome_text(reference.select_segment(main, request), show);
               const std::string got_text = outcome_text(got, show);
               if (got_text != want_text) {
@@ -165,7 +166,7 @@ Result<std::string> check_retarget(Implementation& target) {
        flatten(hybrid_sharded_state_dict(gated, "M*-M*-", {.tp = 2, .tp_rank = 1}, OptimizerStates::adam()).value())});
   for (const auto& [pattern, entries] : cases) {
     auto got = target.retarget(pattern, entries);
-    if (!got.ok() && got.error().kind == seam_kind::unsupported) return got.error();
+    if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
     const auto want = reference.retarget(pattern, entries);
     const std::function<std::string(const std::vector<FlatEntry>&)> show = entries_text;
     if (outcome_text(got, show) == outcome_text(want, show)) continue;
@@ -203,7 +204,7 @@ Result<std::string> check_fsdp(Implementation& target) {
        {std::optional<std::vector<std::string>>(), std::optional<std::vector<std::string>>(checkpoint_keys)})
     for (const std::string& key : keys) {
       auto got = target.fsdp_key("M*-M*-", key, with_keys);
-      if (!got.ok() && got.error().kind == seam_kind::unsupported) return got.error();
+      if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
       const std::string want_text = outcome_text(reference.fsdp_key("M*-M*-", key, with_keys), show);
       if (outcome_text(got, show) != want_text)
         return "key '" + key + "'" + (with_keys ? " with checkpoint keys" : "") + "\n      reference: " + want_text +
