@@ -1,43 +1,43 @@
 """Run-time mutants of Megatron: each patch makes the real code behave the way a plausible bad
 change would (spec section 6), so the harness can show that its properties catch it.
 
-Patches wrap or replace module attributes (functions, regexes, constant tables) of the imported
-Megatron modules; no Megatron code is copied. A mutant stays applied for the rest of the process
-(one process per mutant). The adapter's ops look every function up through its module at call
-time, so they see the patched attribute; Megatron's own internal calls resolve module globals at
-call time too, so a patched helper is also used by its Megatron callers.
+One table, MUTANTS: each row names the mutant (the same name as the C++ registry,
+mutants/mutant_catalogue.h, where it is the same bug), its spec bug class, what it does, and its
+patches: (target, make) pairs applied in order. `target` is "module:attr[.attr...]" of an
+imported Megatron module; `make(original, M)` gets the attribute's current value and the
+adapter's namespace of Megatron modules (adapter.py, load_megatron) and returns what is installed
+in its place. No Megatron code is copied.
+
+How a target is rebound (_install): "module:name" sets the module's own attribute, so every
+caller that looks it up through the module (the adapter's ops, Megatron's own calls of its module
+globals) sees the patch; a path through a class ("module:Class.method") sets the class attribute
+itself; a path through a module-level name that other code shares ("module:torch.nn.functional.pad"
+as the GDP mixer sees it) is rebound only in that module, by a proxy, so the rest of Megatron and
+torch stay untouched. Applying a row whose target no longer exists raises (the mutant would
+silently be a no-op). A mutant stays applied for the rest of the process (one process per mutant).
 """
 
+import collections
 import functools
+import importlib
 import re
+import types
 
-_REGISTRY = {}
+Patch = collections.namedtuple("Patch", "target make")
+Mutant = collections.namedtuple("Mutant", "name bug_class description patches")
 
-
-def mutant(name, description, bug_class):
-    def register(fn):
-        _REGISTRY[name] = (description, bug_class, fn)
-        return fn
-    return register
-
-
-def describe():
-    return [{"name": n, "description": d, "spec_bug_class": b} for n, (d, b, _) in _REGISTRY.items()]
-
-
-def apply(name, M):
-    _REGISTRY[name][2](M)
+INTEROP = "megatron.core.dist_checkpointing.gpt_checkpoint_interop"
+ALLOC = "megatron.core.models.hybrid.hybrid_layer_allocation"
+SSM_UTILS = "megatron.core.ssm.utils"
+VALIDATION = "megatron.core.dist_checkpointing.validation"
+SERIALIZATION = "megatron.core.dist_checkpointing.serialization"
+STRATEGIES_TORCH = "megatron.core.dist_checkpointing.strategies.torch"
+GDP = "megatron.core.ssm.gated_delta_product"
 
 
-class _Names:
-    def __contains__(self, name):
-        return name in _REGISTRY
+# ---- patch helpers: layer maps -------------------------------------------------------------
 
-
-MUTANTS = _Names()
-
-
-def _maps_with(M, maps, **changes):
+def _maps_with(maps, **changes):
     """A GPTCompatLayerMaps like `maps` with some fields replaced (the record is frozen)."""
     fields = dict(attention_to_gpt=maps.attention_to_gpt, mlp_to_gpt=maps.mlp_to_gpt,
                   fresh_init=maps.fresh_init, num_gpt_layers=maps.num_gpt_layers)
@@ -45,152 +45,102 @@ def _maps_with(M, maps, **changes):
     return type(maps)(**fields)
 
 
-def _wrap_maps(M, transform):
-    original = M.interop.gpt_compatible_layer_maps
-
-    @functools.wraps(original)
-    def wrapped(pattern):
-        return transform(original, pattern)
-
-    M.interop.gpt_compatible_layer_maps = wrapped
-
-
-# ---- layer maps ----------------------------------------------------------------------------
-
-@mutant("maps_accept_mixed", "gpt_compatible_layer_maps accepts patterns mixing '-' and 'E' "
-        "(treats every 'E' as '-')", 12)
-def _accept_mixed_mlp(M):
-    def transform(original, pattern):
-        if isinstance(pattern, str) and "-" in pattern and "E" in pattern.split("/")[0]:
-            head, sep, tail = pattern.partition("/")
-            pattern = head.replace("E", "-") + sep + tail
-        return original(pattern)
-    _wrap_maps(M, transform)
+def _maps_wrapper(transform):
+    """make() for gpt_compatible_layer_maps: calls transform(original, pattern)."""
+    def make(original, M):
+        @functools.wraps(original)
+        def wrapped(pattern):
+            return transform(original, pattern)
+        return wrapped
+    return make
 
 
-@mutant("maps_gpt_index_one_based", "layer maps number GPT layers from 1 (layer_number instead of "
-        "index): every hybrid->GPT index is off by one", None)
-def _maps_off_by_one(M):
-    def transform(original, pattern):
-        maps = original(pattern)
-        return _maps_with(M, maps,
-                          attention_to_gpt={h: g + 1 for h, g in maps.attention_to_gpt.items()},
-                          mlp_to_gpt={h: g + 1 for h, g in maps.mlp_to_gpt.items()})
-    _wrap_maps(M, transform)
+def _maps_mixed_as_dense(original, pattern):
+    if isinstance(pattern, str) and "-" in pattern and "E" in pattern.split("/")[0]:
+        head, sep, tail = pattern.partition("/")
+        pattern = head.replace("E", "-") + sep + tail
+    return original(pattern)
 
 
-@mutant("maps_pipes_not_stripped", "pipe separators are not stripped before numbering: each '|' "
-        "takes a layer index (as if it were a fresh layer), shifting later indices", 13)
-def _pipes_counted(M):
-    def transform(original, pattern):
-        if isinstance(pattern, str) and "|" in pattern:
-            head, sep, tail = pattern.partition("/")
-            pattern = head.replace("|", "M") + sep + tail
-        return original(pattern)
-    _wrap_maps(M, transform)
+def _maps_one_based(original, pattern):
+    maps = original(pattern)
+    return _maps_with(maps, attention_to_gpt={h: g + 1 for h, g in maps.attention_to_gpt.items()},
+                      mlp_to_gpt={h: g + 1 for h, g in maps.mlp_to_gpt.items()})
 
 
-@mutant("maps_reject_trailing_slash", "a trailing '/' (MTP depth 0) is rejected as an MTP suffix", 14)
-def _reject_trailing_slash(M):
-    def transform(original, pattern):
-        if isinstance(pattern, str) and "/" in pattern:
-            raise ValueError(f"Hybrid layer pattern {pattern!r} contains MTP layers ('/'), which have "
-                             "no source weights in a GPT checkpoint. (mutant)")
-        return original(pattern)
-    _wrap_maps(M, transform)
+def _maps_pipes_as_layers(original, pattern):
+    if isinstance(pattern, str) and "|" in pattern:
+        head, sep, tail = pattern.partition("/")
+        pattern = head.replace("|", "M") + sep + tail
+    return original(pattern)
 
 
-@mutant("fresh_init_empty", "fresh_init is left empty, so 'M' layers are not kept local (their "
-        "entries now hit the unknown-layer error instead of becoming LocalNonpersistentObject)", 20)
-def _fresh_empty(M):
-    def transform(original, pattern):
-        return _maps_with(M, original(pattern), fresh_init=frozenset())
-    _wrap_maps(M, transform)
+def _maps_reject_slash(original, pattern):
+    if isinstance(pattern, str) and "/" in pattern:
+        raise ValueError(f"Hybrid layer pattern {pattern!r} contains MTP layers ('/'), which have "
+                         "no source weights in a GPT checkpoint. (mutant)")
+    return original(pattern)
 
 
-# ---- retarget --------------------------------------------------------------------------------
-
-@mutant("retarget_final_layer_norm", "final norm is mapped to 'decoder.final_layer_norm.' instead of "
-        "'decoder.final_layernorm.'", 15)
-def _final_norm_wrong(M):
-    M.interop._GPT_FINAL_NORM_KEY_MAP = {"decoder.final_norm.": "decoder.final_layer_norm."}
+def _maps_no_fresh(original, pattern):
+    return _maps_with(original(pattern), fresh_init=frozenset())
 
 
-@mutant("retarget_anchored_layer_regex", "the decoder-layer regex is anchored at the start of the key, so "
-        "optimizer.state.<s>.decoder.layers.<n>. entries are not retargeted", 16)
-def _anchored_regex(M):
-    M.interop._DECODER_LAYER_KEY_RE = re.compile(r"^" + M.interop._DECODER_LAYER_KEY_RE.pattern)
+# ---- patch helpers: retarget ---------------------------------------------------------------
+
+def _replace_with(value):
+    """make() that installs a fixed value (a constant table) whatever was there."""
+    return lambda original, M: value
 
 
-@mutant("retarget_drop_optimizer_prefix", "retargeted layer keys lose everything before 'decoder.layers.' "
-        "(optimizer entries renamed to bare model keys)", 16)
-def _drop_prefix(M):
-    original = M.interop._prepend_gpt_layer_axis
-
-    @functools.wraps(original)
-    def wrapped(entry, gpt_layer_idx, num_gpt_layers):
-        pos = entry.key.find("decoder.layers.")
-        if pos > 0:
-            entry.key = entry.key[pos:]
-        return original(entry, gpt_layer_idx, num_gpt_layers)
-
-    M.interop._prepend_gpt_layer_axis = wrapped
+def _anchored(original, M):
+    return re.compile(r"^" + original.pattern)
 
 
-@mutant("retarget_so_placeholder_prepended", "the ShardedObject (1,)/(0,) placeholder gets the layer axis "
-        "prepended, giving (L, 1)/(gi, 0) instead of (L,)/(gi,)", 17)
-def _so_prepended(M):
-    original = M.interop._prepend_gpt_layer_axis
-
-    @functools.wraps(original)
-    def wrapped(entry, gpt_layer_idx, num_gpt_layers):
-        if isinstance(entry, M.ShardedObject):
-            # A list compares unequal to the (1,) tuple, so Megatron takes its prepend branch.
-            entry.global_shape = list(entry.global_shape)
-            entry = original(entry, gpt_layer_idx, num_gpt_layers)
-            entry.global_shape = tuple(entry.global_shape)
-            return entry
-        return original(entry, gpt_layer_idx, num_gpt_layers)
-
-    M.interop._prepend_gpt_layer_axis = wrapped
+def _prepend_wrapper(step):
+    """make() for _prepend_gpt_layer_axis: step(original, M, entry, gpt_layer_idx, num_gpt_layers)."""
+    def make(original, M):
+        @functools.wraps(original)
+        def wrapped(entry, gpt_layer_idx, num_gpt_layers):
+            return step(original, M, entry, gpt_layer_idx, num_gpt_layers)
+        return wrapped
+    return make
 
 
-@mutant("retarget_prepend_axis_not_incremented", "ShardedTensor gains the layer axis in its shapes but "
-        "prepend_axis_num is not incremented", 18)
-def _prepend_not_counted(M):
-    original = M.interop._prepend_gpt_layer_axis
-
-    @functools.wraps(original)
-    def wrapped(entry, gpt_layer_idx, num_gpt_layers):
-        out = original(entry, gpt_layer_idx, num_gpt_layers)
-        if isinstance(out, M.ShardedTensor):
-            out.prepend_axis_num -= 1
-        return out
-
-    M.interop._prepend_gpt_layer_axis = wrapped
+def _prepend_drop_prefix(original, M, entry, gpt_layer_idx, num_gpt_layers):
+    pos = entry.key.find("decoder.layers.")
+    if pos > 0:
+        entry.key = entry.key[pos:]
+    return original(entry, gpt_layer_idx, num_gpt_layers)
 
 
-@mutant("retarget_factory_wrapped_twice", "a ShardedTensorFactory's build is wrapped twice, so built "
-        "entries get two layer axes", 19)
-def _factory_twice(M):
-    original = M.interop._prepend_gpt_layer_axis
-
-    @functools.wraps(original)
-    def wrapped(entry, gpt_layer_idx, num_gpt_layers):
-        out = original(entry, gpt_layer_idx, num_gpt_layers)
-        if isinstance(out, M.ShardedTensorFactory):
-            out = original(out, gpt_layer_idx, num_gpt_layers)
-        return out
-
-    M.interop._prepend_gpt_layer_axis = wrapped
+def _prepend_so_placeholder(original, M, entry, gpt_layer_idx, num_gpt_layers):
+    if isinstance(entry, M.ShardedObject):
+        # A list compares unequal to the (1,) tuple, so Megatron takes its prepend branch.
+        entry.global_shape = list(entry.global_shape)
+        entry = original(entry, gpt_layer_idx, num_gpt_layers)
+        entry.global_shape = tuple(entry.global_shape)
+        return entry
+    return original(entry, gpt_layer_idx, num_gpt_layers)
 
 
-@mutant("retarget_omitted_by_equality", "output_layer._extra_state is recognised only when the key is "
-        "exactly that string (prefixed keys are no longer kept local)", 22)
-def _omitted_equality(M):
-    original = M.interop.retarget_sharded_state_dict_to_gpt_checkpoint
+def _prepend_axis_not_counted(original, M, entry, gpt_layer_idx, num_gpt_layers):
+    out = original(entry, gpt_layer_idx, num_gpt_layers)
+    if isinstance(out, M.ShardedTensor):
+        out.prepend_axis_num -= 1
+    return out
+
+
+def _prepend_factory_twice(original, M, entry, gpt_layer_idx, num_gpt_layers):
+    out = original(entry, gpt_layer_idx, num_gpt_layers)
+    if isinstance(out, M.ShardedTensorFactory):
+        out = original(out, gpt_layer_idx, num_gpt_layers)
+    return out
+
+
+def _omitted_exact(original, M):
+    # read before the row's next patch empties the table
     omitted = tuple(M.interop._GPT_OMITTED_LOCAL_KEYS)
-    M.interop._GPT_OMITTED_LOCAL_KEYS = ()
 
     @functools.wraps(original)
     def wrapped(sharded_state_dict, layer_maps):
@@ -200,22 +150,21 @@ def _omitted_equality(M):
             return entry
         M.dict_utils.dict_list_map_inplace(exact, sharded_state_dict)
         return original(sharded_state_dict, layer_maps)
-
-    M.interop.retarget_sharded_state_dict_to_gpt_checkpoint = wrapped
-
-
-@mutant("omitted_suffix_too_broad", "the omitted-key suffix also matches output_layer.weight, so the "
-        "output layer is never loaded", 22)
-def _omitted_broad(M):
-    M.interop._GPT_OMITTED_LOCAL_KEYS = tuple(M.interop._GPT_OMITTED_LOCAL_KEYS) + ("output_layer.weight",)
+    return wrapped
 
 
-@mutant("retarget_unknown_layer_skipped", "entries of hybrid layers missing from the maps are left unchanged "
-        "instead of raising ValueError (also in the FSDP key path)", 21)
-def _skip_unknown(M):
-    original = M.interop.retarget_sharded_state_dict_to_gpt_checkpoint
-    original_key = M.interop._retarget_explicit_key_to_gpt_checkpoint
+def _omitted_broad(original, M):
+    return tuple(original) + ("output_layer.weight",)
 
+
+class _Hidden:
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _skip_unknown_entries(original, M):
     @functools.wraps(original)
     def wrapped(sharded_state_dict, layer_maps):
         hidden = []
@@ -237,34 +186,24 @@ def _skip_unknown(M):
         M.dict_utils.dict_list_map_inplace(hide, sharded_state_dict)
         original(sharded_state_dict, layer_maps)
         M.dict_utils.dict_list_map_inplace(restore, sharded_state_dict)
+    return wrapped
 
-    @functools.wraps(original_key)
+
+def _skip_unknown_key(original, M):
+    @functools.wraps(original)
     def wrapped_key(key, layer_maps, checkpoint_keys=None):
         try:
-            return original_key(key, layer_maps, checkpoint_keys)
+            return original(key, layer_maps, checkpoint_keys)
         except ValueError as exc:
             if "refers to hybrid layer" in str(exc):
                 return key
             raise
-
-    M.interop.retarget_sharded_state_dict_to_gpt_checkpoint = wrapped
-    M.interop._retarget_explicit_key_to_gpt_checkpoint = wrapped_key
+    return wrapped_key
 
 
-class _Hidden:
-    __slots__ = ("index",)
+# ---- patch helpers: FSDP, segments, split factory, validation --------------------------------
 
-    def __init__(self, index):
-        self.index = index
-
-
-# ---- FSDP ------------------------------------------------------------------------------------
-
-@mutant("fsdp_first_capture", "FSDP prefix recovery takes the first matching checkpoint key when "
-        "several distinct module.-prefixed names match, instead of leaving the key unchanged", 23)
-def _fsdp_first(M):
-    original = M.interop._retarget_explicit_key_to_gpt_checkpoint
-
+def _fsdp_first(original, M):
     @functools.wraps(original)
     def wrapped(key, layer_maps, checkpoint_keys=None):
         result = original(key, layer_maps, checkpoint_keys)
@@ -278,30 +217,18 @@ def _fsdp_first(M):
             if single != plain:
                 return single
         return result
+    return wrapped
 
-    M.interop._retarget_explicit_key_to_gpt_checkpoint = wrapped
 
-
-@mutant("fsdp_second_pass", "the FSDP tree is retargeted twice (the explicit-key path is not "
-        "idempotent: GPT indices are re-read as hybrid indices; spec 2.9)", None)
-def _fsdp_twice(M):
-    original = M.interop.retarget_fsdp_state_dict_to_gpt_checkpoint
-
+def _fsdp_twice(original, M):
     @functools.wraps(original)
     def wrapped(state_dict, layer_maps, checkpoint_keys=None, checkpoint_prefix=""):
         once = original(state_dict, layer_maps, checkpoint_keys, checkpoint_prefix)
         return original(once, layer_maps, checkpoint_keys, checkpoint_prefix)
+    return wrapped
 
-    M.interop.retarget_fsdp_state_dict_to_gpt_checkpoint = wrapped
 
-
-# ---- pipeline segments -------------------------------------------------------------------------
-
-@mutant("segment_index_r_vpp", "pipe-path segment index computed as pp_rank*VPP + vp_stage "
-        "instead of vp_stage*PP + pp_rank", 24)
-def _segment_rank_major(M):
-    original = M.alloc.select_pipeline_segment
-
+def _segment_rank_major(original, M):
     @functools.wraps(original)
     def wrapped(main_pattern, pp_group, vp_stage, *args, **kwargs):
         segments = main_pattern.split("|") if main_pattern else [""]
@@ -315,17 +242,10 @@ def _segment_rank_major(M):
             fake = type(pp_group)(wrong % pp_size, pp_size)
             return original(main_pattern, fake, wrong // pp_size, *args, **kwargs)
         return original(main_pattern, pp_group, vp_stage, *args, **kwargs)
+    return wrapped
 
-    M.alloc.select_pipeline_segment = wrapped
 
-
-# ---- split factory -------------------------------------------------------------------------------
-
-@mutant("split_drop_tp_offset", "the split factory's chunks lose the TP rank offset (t*s_j): every "
-        "TP rank writes its chunk at offset 0", 1)
-def _split_no_tp_offset(M):
-    original = M.ssm_utils._split_tensor_factory
-
+def _split_no_tp_offset(original, M):
     @functools.wraps(original)
     def wrapped(orig_sh_ten, split_sections, split_names, split_dim):
         factory = original(orig_sh_ten, split_sections, split_names, split_dim)
@@ -342,87 +262,35 @@ def _split_no_tp_offset(M):
 
         factory.build_fn = build
         return factory
+    return wrapped
 
-    M.ssm_utils._split_tensor_factory = wrapped
 
-
-# ---- validation ----------------------------------------------------------------------------------
-
-@mutant("integrity_ignores_duplicates", "the sharding-integrity access counter saturates at 1, so "
-        "two main replicas writing the same chunk go unnoticed (holes are still reported)", 25)
-def _integrity_dups(M):
-    original = M.validation._compute_shards_access
-
+def _access_saturated(original, M):
     @functools.wraps(original)
     def wrapped(rank_sharding):
         return original(rank_sharding).clamp(max=1)
-
-    M.validation._compute_shards_access = wrapped
-
-
-# ---- GTP checkpoint path (declarative) ----------------------------------------------------------
-#
-# Each row is (name, spec bug class, description, target, replacement): `target` is a dotted
-# attribute path "module:attr[.attr...]" of an imported Megatron module; `replacement(original,
-# M)` returns what is installed there. A path through a module-level name that other code shares
-# (e.g. "torch.nn.functional.pad" as the GDP mixer sees it) is rebound only in that module, by a
-# proxy, so the rest of Megatron and torch stay untouched. Applying a row whose target no longer
-# exists raises (the mutant would silently be a no-op).
-
-import importlib as _importlib
-import types as _types
+    return wrapped
 
 
-class _Proxy(_types.ModuleType):
-    """A module stand-in: one attribute replaced, everything else from the wrapped object."""
-
-    def __init__(self, wrapped, name, value):
-        super().__init__(getattr(wrapped, "__name__", "proxy"))
-        object.__setattr__(self, "_wrapped", wrapped)
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_value", value)
-
-    def __getattr__(self, attr):
-        if attr == object.__getattribute__(self, "_name"):
-            return object.__getattribute__(self, "_value")
-        return getattr(object.__getattribute__(self, "_wrapped"), attr)
-
-
-def _install(target, make):
-    module_name, _, path = target.partition(":")
-    module = _importlib.import_module(module_name)
-    parts = path.split(".")
-    chain = [module]
-    for part in parts[:-1]:
-        if not hasattr(chain[-1], part):
-            raise AttributeError(f"mutant target {target}: {part} not found")
-        chain.append(getattr(chain[-1], part))
-    if not hasattr(chain[-1], parts[-1]):
-        raise AttributeError(f"mutant target {target}: {parts[-1]} not found")
-    value = make(getattr(chain[-1], parts[-1]))
-    # rebind from the innermost attribute outwards; only the module's own name is changed
-    for holder, part in zip(reversed(chain[1:]), reversed(parts[:-1])):
-        value = _Proxy(holder, parts[parts.index(part) + 1], value)
-    setattr(module, parts[0] if len(parts) > 1 else parts[-1], value)
-
+# ---- patch helpers: GTP checkpoint path ------------------------------------------------------
 
 def _gtp_param(t):
     return getattr(t, "is_gtp_weight_remat", False)
 
 
-def _no_gather(original):
+def _no_gather(original, M):
     # the mixer does not recognise its in_proj as a GTP shard: splits the (R, C) shard as if TP-local
     return lambda param: False
 
 
-def _wrong_group(original):
+def _wrong_group(original, M):
     def elect(param, explicit_group=None):
         from megatron.core.utils import get_pg_rank
         return get_pg_rank(param.group)  # the GTP remat group: its peers hold different shards
     return elect
 
 
-def _pad_rows_saved(original):
+def _pad_rows_saved(original, M):
     def make(tensor, key, *args, **kwargs):
         import torch
         if key.endswith("in_proj.weight") and not _gtp_param(tensor) and torch.distributed.is_initialized():
@@ -439,7 +307,7 @@ def _pad_rows_saved(original):
     return make
 
 
-def _no_zero_fill(original):
+def _no_zero_fill(original, M):
     def pad(t, spec, *args, **kwargs):
         import torch
         rows = spec[3] if len(spec) >= 4 else 0
@@ -450,7 +318,7 @@ def _no_zero_fill(original):
     return pad
 
 
-def _offset_no_tp_term(original):
+def _offset_no_tp_term(original, M):
     def make(tensor, key, tp_axis=0, replica_id=None, prepend_offsets=(), **kwargs):
         out = original(tensor, key, tp_axis, replica_id, prepend_offsets, **kwargs)
         if _gtp_param(tensor) and tp_axis == 0:
@@ -465,62 +333,201 @@ def _offset_no_tp_term(original):
     return make
 
 
-GTP_MUTANTS = (
-    ("gtp_no_gather", 23, "GDP's sharded_state_dict does not see its in_proj as a GTP shard and splits the (R, C) "
-     "shard without gathering it", "megatron.core.ssm.gated_delta_product:is_gtp_param", _no_gather),
-    ("gtp_writer_wrong_group", 23, "the GTP shard's writer is elected over the GTP remat group (whose peers hold "
-     "different shards) instead of the GTP-excluded DP group",
-     "megatron.core.tensor_parallel.gtp_api:gtp_replica_rank", _wrong_group),
-    ("gtp_saves_pad_rows", 23, "the gathered in_proj keeps the alignment pad rows when it is re-described for "
-     "saving", "megatron.core.ssm.gated_delta_product:make_tp_sharded_tensor_for_checkpoint", _pad_rows_saved),
-    ("gtp_no_zero_fill", 23, "the GDP in_proj merge pads the loaded rows with uninitialised memory instead of "
-     "zeros", "megatron.core.ssm.gated_delta_product:torch.nn.functional.pad", _no_zero_fill),
-    ("gtp_offset_no_tp_term", 23, "the GTP parameter's composite axis-0 offset drops its TP term (t*G + g -> g)",
-     "megatron.core.utils:make_tp_sharded_tensor_for_checkpoint", _offset_no_tp_term),
-)
+# ---- patch helpers: load order (four coordinated names) --------------------------------------
+#
+# merge_factories_first moves serialization.load's factory merges before its merge of the loaded
+# shards with the common and nonpersistent parts. Its four patches share this state (one mutant per
+# process): the factories load_preprocess split off, the id of what the strategy loaded, Megatron's
+# own apply_factory_merges, and whether the merges already ran.
+_held = {}
 
 
-def _register_declared(name, bug_class, description, target, make):
-    def apply_row(M):
-        _install(target, make)
-    _REGISTRY[name] = (description + f" [patches {target}]", bug_class, apply_row)
-
-
-for _row in GTP_MUTANTS:
-    _register_declared(*_row)
-
-
-@mutant("merge_factories_first", "serialization.load applies the factory merges to the loaded shards before "
-        "merging them with the common and nonpersistent parts (to_state_dict's order): a factory whose "
-        "build held a LocalNonpersistentObject (an all-padding GTP rank) no longer finds it", 11)
-def _merge_factories_first(M):
-    import megatron.core.dist_checkpointing.serialization as ser
-    from megatron.core.dist_checkpointing.strategies import torch as strategies_torch
-    held = {}
-    preprocess, merge, factory_merges = ser.load_preprocess, ser.merge, ser.apply_factory_merges
-    strategy_load = strategies_torch.TorchDistLoadShardedStrategy.load
-
+def _hold_factories(original, M):
     def load_preprocess(sharded_state_dict):
-        out = preprocess(sharded_state_dict)
-        held["factories"], held["done"] = out[2], False
+        out = original(sharded_state_dict)
+        _held["factories"], _held["done"] = out[2], False
         return out
+    return load_preprocess
 
+
+def _note_loaded(original, M):
     def load(self, *args, **kwargs):
-        out = strategy_load(self, *args, **kwargs)
-        held["loaded"] = id(out)
+        out = original(self, *args, **kwargs)
+        _held["loaded"] = id(out)
         return out
+    return load
 
+
+def _merge_factories_before(original, M):
     def merge_first(x1, x2, *args, **kwargs):
-        if held.get("loaded") == id(x2) and held.get("factories") is not None:
-            x2 = factory_merges(x2, held["factories"])
-            held["done"] = True
-        return merge(x1, x2, *args, **kwargs)
+        if _held.get("loaded") == id(x2) and _held.get("factories") is not None:
+            x2 = _held["apply_factory_merges"](x2, _held["factories"])
+            _held["done"] = True
+        return original(x1, x2, *args, **kwargs)
+    return merge_first
+
+
+def _skip_merged_factories(original, M):
+    _held["apply_factory_merges"] = original
 
     def merges(x1, x2, *args, **kwargs):
-        if held.get("done"):
-            held["done"] = False
+        if _held.get("done"):
+            _held["done"] = False
             return x1
-        return factory_merges(x1, x2, *args, **kwargs)
+        return original(x1, x2, *args, **kwargs)
+    return merges
 
-    ser.load_preprocess, ser.merge, ser.apply_factory_merges = load_preprocess, merge_first, merges
-    strategies_torch.TorchDistLoadShardedStrategy.load = load
+
+# ---- the table -----------------------------------------------------------------------------
+
+MUTANTS_TABLE = (
+    # layer maps
+    Mutant("maps_accept_mixed", 12, "gpt_compatible_layer_maps accepts patterns mixing '-' and 'E' "
+           "(treats every 'E' as '-')",
+           (Patch(INTEROP + ":gpt_compatible_layer_maps", _maps_wrapper(_maps_mixed_as_dense)),)),
+    Mutant("maps_gpt_index_one_based", None, "layer maps number GPT layers from 1 (layer_number instead of "
+           "index): every hybrid->GPT index is off by one",
+           (Patch(INTEROP + ":gpt_compatible_layer_maps", _maps_wrapper(_maps_one_based)),)),
+    Mutant("maps_pipes_not_stripped", 13, "pipe separators are not stripped before numbering: each '|' "
+           "takes a layer index (as if it were a fresh layer), shifting later indices",
+           (Patch(INTEROP + ":gpt_compatible_layer_maps", _maps_wrapper(_maps_pipes_as_layers)),)),
+    Mutant("maps_reject_trailing_slash", 14, "a trailing '/' (MTP depth 0) is rejected as an MTP suffix",
+           (Patch(INTEROP + ":gpt_compatible_layer_maps", _maps_wrapper(_maps_reject_slash)),)),
+    Mutant("fresh_init_empty", 20, "fresh_init is left empty, so 'M' layers are not kept local (their "
+           "entries now hit the unknown-layer error instead of becoming LocalNonpersistentObject)",
+           (Patch(INTEROP + ":gpt_compatible_layer_maps", _maps_wrapper(_maps_no_fresh)),)),
+    # retarget
+    Mutant("retarget_final_layer_norm", 15, "final norm is mapped to 'decoder.final_layer_norm.' instead of "
+           "'decoder.final_layernorm.'",
+           (Patch(INTEROP + ":_GPT_FINAL_NORM_KEY_MAP",
+                  _replace_with({"decoder.final_norm.": "decoder.final_layer_norm."})),)),
+    Mutant("retarget_anchored_layer_regex", 16, "the decoder-layer regex is anchored at the start of the key, "
+           "so optimizer.state.<s>.decoder.layers.<n>. entries are not retargeted",
+           (Patch(INTEROP + ":_DECODER_LAYER_KEY_RE", _anchored),)),
+    Mutant("retarget_drop_optimizer_prefix", 16, "retargeted layer keys lose everything before "
+           "'decoder.layers.' (optimizer entries renamed to bare model keys)",
+           (Patch(INTEROP + ":_prepend_gpt_layer_axis", _prepend_wrapper(_prepend_drop_prefix)),)),
+    Mutant("retarget_so_placeholder_prepended", 17, "the ShardedObject (1,)/(0,) placeholder gets the layer "
+           "axis prepended, giving (L, 1)/(gi, 0) instead of (L,)/(gi,)",
+           (Patch(INTEROP + ":_prepend_gpt_layer_axis", _prepend_wrapper(_prepend_so_placeholder)),)),
+    Mutant("retarget_prepend_axis_not_incremented", 18, "ShardedTensor gains the layer axis in its shapes but "
+           "prepend_axis_num is not incremented",
+           (Patch(INTEROP + ":_prepend_gpt_layer_axis", _prepend_wrapper(_prepend_axis_not_counted)),)),
+    Mutant("retarget_factory_wrapped_twice", 19, "a ShardedTensorFactory's build is wrapped twice, so built "
+           "entries get two layer axes",
+           (Patch(INTEROP + ":_prepend_gpt_layer_axis", _prepend_wrapper(_prepend_factory_twice)),)),
+    Mutant("retarget_omitted_by_equality", 22, "output_layer._extra_state is recognised only when the key is "
+           "exactly that string (prefixed keys are no longer kept local)",
+           (Patch(INTEROP + ":retarget_sharded_state_dict_to_gpt_checkpoint", _omitted_exact),
+            Patch(INTEROP + ":_GPT_OMITTED_LOCAL_KEYS", _replace_with(())))),
+    Mutant("omitted_suffix_too_broad", 22, "the omitted-key suffix also matches output_layer.weight, so the "
+           "output layer is never loaded",
+           (Patch(INTEROP + ":_GPT_OMITTED_LOCAL_KEYS", _omitted_broad),)),
+    Mutant("retarget_unknown_layer_skipped", 21, "entries of hybrid layers missing from the maps are left "
+           "unchanged instead of raising ValueError (also in the FSDP key path)",
+           (Patch(INTEROP + ":retarget_sharded_state_dict_to_gpt_checkpoint", _skip_unknown_entries),
+            Patch(INTEROP + ":_retarget_explicit_key_to_gpt_checkpoint", _skip_unknown_key))),
+    # FSDP
+    Mutant("fsdp_first_capture", 23, "FSDP prefix recovery takes the first matching checkpoint key when "
+           "several distinct module.-prefixed names match, instead of leaving the key unchanged",
+           (Patch(INTEROP + ":_retarget_explicit_key_to_gpt_checkpoint", _fsdp_first),)),
+    Mutant("fsdp_second_pass", None, "the FSDP tree is retargeted twice (the explicit-key path is not "
+           "idempotent: GPT indices are re-read as hybrid indices; spec 2.9)",
+           (Patch(INTEROP + ":retarget_fsdp_state_dict_to_gpt_checkpoint", _fsdp_twice),)),
+    # pipeline segments
+    Mutant("segment_index_r_vpp", 24, "pipe-path segment index computed as pp_rank*VPP + vp_stage "
+           "instead of vp_stage*PP + pp_rank",
+           (Patch(ALLOC + ":select_pipeline_segment", _segment_rank_major),)),
+    # split factory
+    Mutant("split_drop_tp_offset", 1, "the split factory's chunks lose the TP rank offset (t*s_j): every "
+           "TP rank writes its chunk at offset 0",
+           (Patch(SSM_UTILS + ":_split_tensor_factory", _split_no_tp_offset),)),
+    # validation
+    Mutant("integrity_ignores_duplicates", 25, "the sharding-integrity access counter saturates at 1, so "
+           "two main replicas writing the same chunk go unnoticed (holes are still reported)",
+           (Patch(VALIDATION + ":_compute_shards_access", _access_saturated),)),
+    # GTP checkpoint path
+    Mutant("gtp_no_gather", 23, "GDP's sharded_state_dict does not see its in_proj as a GTP shard and splits "
+           "the (R, C) shard without gathering it",
+           (Patch(GDP + ":is_gtp_param", _no_gather),)),
+    Mutant("gtp_writer_wrong_group", 23, "the GTP shard's writer is elected over the GTP remat group (whose "
+           "peers hold different shards) instead of the GTP-excluded DP group",
+           (Patch("megatron.core.tensor_parallel.gtp_api:gtp_replica_rank", _wrong_group),)),
+    Mutant("gtp_saves_pad_rows", 23, "the gathered in_proj keeps the alignment pad rows when it is "
+           "re-described for saving",
+           (Patch(GDP + ":make_tp_sharded_tensor_for_checkpoint", _pad_rows_saved),)),
+    Mutant("gtp_no_zero_fill", 23, "the GDP in_proj merge pads the loaded rows with uninitialised memory "
+           "instead of zeros",
+           (Patch(GDP + ":torch.nn.functional.pad", _no_zero_fill),)),
+    Mutant("gtp_offset_no_tp_term", 23, "the GTP parameter's composite axis-0 offset drops its TP term "
+           "(t*G + g -> g)",
+           (Patch("megatron.core.utils:make_tp_sharded_tensor_for_checkpoint", _offset_no_tp_term),)),
+    # load order
+    Mutant("merge_factories_first", 11, "serialization.load applies the factory merges to the loaded shards "
+           "before merging them with the common and nonpersistent parts (to_state_dict's order): a factory "
+           "whose build held a LocalNonpersistentObject (an all-padding GTP rank) no longer finds it",
+           (Patch(SERIALIZATION + ":load_preprocess", _hold_factories),
+            Patch(STRATEGIES_TORCH + ":TorchDistLoadShardedStrategy.load", _note_loaded),
+            Patch(SERIALIZATION + ":merge", _merge_factories_before),
+            Patch(SERIALIZATION + ":apply_factory_merges", _skip_merged_factories))),
+)
+
+_BY_NAME = {m.name: m for m in MUTANTS_TABLE}
+assert len(_BY_NAME) == len(MUTANTS_TABLE), "duplicate mutant names in MUTANTS_TABLE"
+
+
+def describe():
+    return [{"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
+             "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]"}
+            for m in MUTANTS_TABLE]
+
+
+def apply(name, M):
+    for patch in _BY_NAME[name].patches:
+        _install(patch.target, lambda original, make=patch.make: make(original, M))
+
+
+class _Names:
+    def __contains__(self, name):
+        return name in _BY_NAME
+
+
+MUTANTS = _Names()
+
+
+# ---- installing a patch ----------------------------------------------------------------------
+
+class _Proxy(types.ModuleType):
+    """A module stand-in: one attribute replaced, everything else from the wrapped object."""
+
+    def __init__(self, wrapped, name, value):
+        super().__init__(getattr(wrapped, "__name__", "proxy"))
+        object.__setattr__(self, "_wrapped", wrapped)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_value", value)
+
+    def __getattr__(self, attr):
+        if attr == object.__getattribute__(self, "_name"):
+            return object.__getattribute__(self, "_value")
+        return getattr(object.__getattribute__(self, "_wrapped"), attr)
+
+
+def _install(target, make):
+    module_name, _, path = target.partition(":")
+    module = importlib.import_module(module_name)
+    parts = path.split(".")
+    chain = [module]
+    for part in parts[:-1]:
+        if not hasattr(chain[-1], part):
+            raise AttributeError(f"mutant target {target}: {part} not found")
+        chain.append(getattr(chain[-1], part))
+    if not hasattr(chain[-1], parts[-1]):
+        raise AttributeError(f"mutant target {target}: {parts[-1]} not found")
+    value = make(getattr(chain[-1], parts[-1]))
+    if len(chain) > 1 and isinstance(chain[-1], type):
+        setattr(chain[-1], parts[-1], value)  # a class attribute: set on the class itself
+        return
+    # rebind from the innermost attribute outwards; only the module's own name is changed
+    for holder, part in zip(reversed(chain[1:]), reversed(parts[:-1])):
+        value = _Proxy(holder, parts[parts.index(part) + 1], value)
+    setattr(module, parts[0] if len(parts) > 1 else parts[-1], value)
