@@ -81,11 +81,8 @@ def _op_single_expert_load(self, req):
         raise BadRequest("experts must be at most 64")
     if getattr(self.M, "interop", None) is None:
         raise Unsupported("gpt_checkpoint_interop (GPT->Hybrid retargeting) is not in this Megatron")
-    gtp_world.set_megatron(self.M)
-    try:
-        world = gtp_world.get_world(1, 1)
-    except gtp_world.WorldError as exc:
-        raise OpError("world_failed", str(exc))
+    # The worlds apply the GTP patches at start-up, so a Megatron without GTP has none (unsupported).
+    world = self._gtp_ops_for_findings()._world({"tp_size": 1, "gtp_size": 1})
     ckpt = tempfile.mkdtemp(prefix="ih-experts-")
     try:
         return world.run("single_expert", {"experts": experts, "pattern": string(req, "pattern"),
