@@ -1127,6 +1127,7 @@ def _op_load_state(self, req):
 
 Ops.op_load_state = _op_load_state
 
+
 import finding_ops  # noqa: E402 - the finding checks' ops (finding_ops.py) need Ops and the GTP worlds above
 
 finding_ops.register(Ops, _gtp_ops)
