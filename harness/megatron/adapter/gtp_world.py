@@ -25,6 +25,7 @@ dtype, and float64 keeps every code exact.
 import os
 import pickle
 import queue
+import shutil
 import struct
 import subprocess
 import sys
@@ -101,7 +102,7 @@ class World:
         self.megatron_path = megatron_path
         self.timeout = timeout
         self.dir = tempfile.mkdtemp(prefix="ih-gtp-world-")
-        self.procs, self.queues = [], []
+        self.procs, self.replies = [], queue.Queue()  # (rank, frame) from every rank's reader thread
         t0 = time.monotonic()
         store = os.path.join(self.dir, "store")
         for rank in range(self.size):
@@ -115,10 +116,8 @@ class World:
                     cmd += ["--megatron-path", megatron_path]
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=open(os.path.join(self.dir, f"stderr_{rank}.txt"), "wb"))
-            q = queue.Queue()
-            threading.Thread(target=self._reader, args=(proc, q), daemon=True).start()
+            threading.Thread(target=self._reader, args=(rank, proc, self.replies), daemon=True).start()
             self.procs.append(proc)
-            self.queues.append(q)
         try:
             hellos = self._collect(startup_timeout, "start-up")
             if not all(h.get("ok") for h in hellos):
@@ -143,12 +142,12 @@ class World:
         return d, t, g
 
     @staticmethod
-    def _reader(proc, q):
+    def _reader(rank, proc, replies):
         try:
             while True:
-                q.put(_read_frame(proc.stdout))
+                replies.put((rank, _read_frame(proc.stdout)))
         except Exception as exc:  # noqa: BLE001 - EOF or a broken frame ends the reader
-            q.put({"eof": f"{type(exc).__name__}: {exc}"})
+            replies.put((rank, {"eof": f"{type(exc).__name__}: {exc}"}))
 
     def stderr_tail(self, rank, n=3000):
         try:
@@ -157,21 +156,43 @@ class World:
         except OSError:
             return ""
 
+    # After one rank reports an error its peers may wait forever in a collective it left: they get
+    # this long to answer, then the world is closed and the failing rank's error is reported.
+    PEER_GRACE_SECONDS = 5.0
+
     def _collect(self, timeout, what):
+        """One reply per rank, in rank order. A rank that died, or no answer within `timeout`, closes
+        the world (WorldError naming the rank, with its stderr). Once a rank answered with an error,
+        the others get PEER_GRACE_SECONDS; those still silent then get a placeholder error and the
+        world is closed, so a failed task costs seconds, not the whole timeout."""
         deadline = time.monotonic() + timeout
-        out = []
-        for rank, q in enumerate(self.queues):
+        out = [None] * self.size
+        failed_at = None
+        while any(r is None for r in out):
+            limit = deadline if failed_at is None else min(deadline, failed_at + self.PEER_GRACE_SECONDS)
             try:
-                reply = q.get(timeout=max(0.1, deadline - time.monotonic()))
+                rank, reply = self.replies.get(timeout=max(0.0, limit - time.monotonic()))
             except queue.Empty:
+                silent = next(r for r, x in enumerate(out) if x is None)
+                if failed_at is not None:
+                    self.close()
+                    for r, x in enumerate(out):
+                        if x is None:
+                            out[r] = {"ok": False, "type": "WorldError", "peer_stuck": True,
+                                      "message": f"no answer to {what} within {self.PEER_GRACE_SECONDS:.0f} s after "
+                                                 "another rank failed (left waiting in a collective)"}
+                    return out
+                message = (f"world dp={self.dp} tp={self.tp} gtp={self.gtp}: rank {silent} gave no answer to "
+                           f"{what} within {timeout:.0f} s; its stderr:\n{self.stderr_tail(silent)}")
                 self.close()
-                raise WorldError(f"world dp={self.dp} tp={self.tp} gtp={self.gtp}: rank {rank} gave no answer to "
-                                 f"{what} within {timeout:.0f} s; its stderr:\n{self.stderr_tail(rank)}")
+                raise WorldError(message)
             if "eof" in reply:
+                message = f"world rank {rank} died during {what} ({reply['eof']}); its stderr:\n{self.stderr_tail(rank)}"
                 self.close()
-                raise WorldError(f"world rank {rank} died during {what} ({reply['eof']}); its stderr:\n"
-                                 f"{self.stderr_tail(rank)}")
-            out.append(reply)
+                raise WorldError(message)
+            out[rank] = reply
+            if not reply.get("ok") and failed_at is None:
+                failed_at = time.monotonic()
         return out
 
     def run(self, task, payload, timeout=None):
@@ -186,9 +207,12 @@ class World:
                 self.close()
                 raise WorldError(f"world worker pipe broken: {exc}")
         replies = self._collect(timeout or self.timeout, f"task {task}")
-        for rank, r in enumerate(replies):
-            if not r.get("ok"):
-                raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"))
+        # A rank's own error first; a peer left stuck by it is only the consequence.
+        failed = [(rank, r) for rank, r in enumerate(replies) if not r.get("ok")]
+        failed.sort(key=lambda item: bool(item[1].get("peer_stuck")))
+        if failed:
+            rank, r = failed[0]
+            raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"))
         return [r["result"] for r in replies]
 
     def close(self):
@@ -208,6 +232,7 @@ class World:
                 proc.kill()
                 proc.wait()
         self.procs = []
+        shutil.rmtree(self.dir, ignore_errors=True)  # the store and the ranks' stderr files
 
 
 _PARENT_FDS = set()  # pipe ends the parent holds for its forked workers (children close them)
