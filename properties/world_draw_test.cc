@@ -36,7 +36,9 @@ TEST(WorldDraw, EveryDrawFitsItsWorldsAndTheModel) {
       EXPECT_EQ(static_cast<std::int64_t>(d->pattern.size()) % d->load.pp, 0) << seed;
       const bool moe = d->pattern.find('E') != std::string::npos;
       EXPECT_EQ(moe, d->num_experts > 0) << d->pattern;
-      if (moe) EXPECT_EQ(d->num_experts % std::max(d->save.ep, d->load.ep), 0) << seed;
+      if (moe) {
+        EXPECT_EQ(d->num_experts % std::max(d->save.ep, d->load.ep), 0) << seed;
+      }
       EXPECT_FALSE(d->gated && moe) << seed;
       patterns.insert(d->pattern);
     }

@@ -207,7 +207,9 @@ TEST(SpawnChild, OwnProcessGroupReachesGrandchildren) {
   ASSERT_TRUE(same.ok());
   const pid_t group = getpgid(*same);
   wait_status(*same);
-  if (group > 0) EXPECT_EQ(group, getpgrp());  // without own_process_group it stays in ours
+  if (group > 0) {
+    EXPECT_EQ(group, getpgrp());  // without own_process_group it stays in ours
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
