@@ -110,8 +110,9 @@ rc::Gen<GtpCrossCase> genGtpCross(const WorldCapacity& capacity) {
                                 [capacity](GtpSaveDesign design) { return genGtpConfig(design, capacity); });
   return gen::mapcat(save, [capacity](const GtpCase& c) {
     return gen::mapcat(genPadAlignment(), [c, capacity](std::int64_t p) {
-      return gen::map(genGtpFor(rows_of(c), p, max_gtp_for(capacity, c.tp)),
-                      [c, p](std::int64_t g) { return GtpCrossCase{c, g, p}; });
+      return gen::map(genGtpFor(rows_of(c), p, max_gtp_for(capacity, c.tp)), [c, p](std::int64_t g) {
+        return GtpCrossCase{c, g, p};
+      });
     });
   });
 }

@@ -479,30 +479,33 @@ std::vector<Property> addendum_properties() {
           "rows exact, pad rows zero (4.7.6, addendum F)",
           genGtpCross, gather_saved_cross_load,
           {{"review_g2_to_g4_p32", GtpCrossCase{review, 4, 32}}, {"tp2_g2_to_g1", GtpCrossCase{review, 1, 0}}}),
-      make_world_property<GtpCase>("strict_unexpected_key", "load",
-                             "default strictness: a requested key the checkpoint lacks fails the load; removed as the "
-                             "other modes do, the rest loads exactly (addendum C)",
-                             split_config, strict_unexpected_key, {{"review_tp2", review}}),
+      make_world_property<GtpCase>(
+          "strict_unexpected_key", "load",
+          "default strictness: a requested key the checkpoint lacks fails the load; removed as the "
+          "other modes do, the rest loads exactly (addendum C)",
+          split_config, strict_unexpected_key, {{"review_tp2", review}}),
       make_property<LoadCase>("moe_single_expert_keys", "load",
                               "GPT->Hybrid with one expert: tensors covered; expert extra-state objects ask "
                               "shard_<l>_<L> where GPT wrote shard_<l>.0_<L>.1, as Megatron does (addendum G)",
                               genSingleExpertLoadCase(), single_expert_keys),
-      make_world_property<ElectionCase>("gtp_writer_election", "gtp",
-                                  "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) "
-                                  "DP group, caller's groups first (addendum A)",
-                                  genElectionCase, writer_election,
-                                  {{"expert_ep2_egtp2", expert_ep2},
-                                   {"caller_over_foreign_globals", foreign},
-                                   {"globals_gtp4_cp2", inclusive},
-                                   {"no_groups_raises", none}}),
-      make_world_property<GtpCase>("dcp_plan_rejects_holes_overlaps", "gtp",
-                             "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping "
-                             "piece, de-duplicates an exact copy (addendum D)",
-                             split_config, dcp_plan_checks, {{"review_tp2", review}}),
+      make_world_property<ElectionCase>(
+          "gtp_writer_election", "gtp",
+          "GTP parameter entries: one writer per shard, elected over the GTP-excluded (expert) "
+          "DP group, caller's groups first (addendum A)",
+          genElectionCase, writer_election,
+          {{"expert_ep2_egtp2", expert_ep2},
+           {"caller_over_foreign_globals", foreign},
+           {"globals_gtp4_cp2", inclusive},
+           {"no_groups_raises", none}}),
+      make_world_property<GtpCase>(
+          "dcp_plan_rejects_holes_overlaps", "gtp",
+          "DCP's save-plan validation accepts shard-split pieces, rejects a dropped or overlapping "
+          "piece, de-duplicates an exact copy (addendum D)",
+          split_config, dcp_plan_checks, {{"review_tp2", review}}),
       make_world_property<GtpCase>("mamba_in_proj_gathers", "gtp",
-                             "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, "
-                             "written by GTP peer 0 (addendum E)",
-                             split_config, mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
+                                   "Mamba's in_proj asked for the shard split still saves the gathered non-GTP chunks, "
+                                   "written by GTP peer 0 (addendum E)",
+                                   split_config, mamba_gathers, {{"mamba_g2_p32", mamba_c}}),
       make_world_property<GtpCrossCase>(
           "load_shape_mismatch_zero_fill", "load",
           "a GTP entry loaded at another padding: allow_shape_mismatch zero-fills what was not stored, never refuses "

@@ -170,27 +170,28 @@ std::vector<Property> gtp_properties() {
       {"review_tp2", review}, {"pr_61760_g64_p32", pr}, {"tiny_all_padding", tiny}};
   std::vector<Property> out = {
       make_world_property<GtpCase>("gtp_keys_shapes_match_nongtp", "gtp",
-                             "piece keys and global shapes equal the non-GTP factory's (4.7.1, 6.2)", gen,
-                             keys_and_shapes_match_nongtp, spec),
+                                   "piece keys and global shapes equal the non-GTP factory's (4.7.1, 6.2)", gen,
+                                   keys_and_shapes_match_nongtp, spec),
       make_world_property<GtpCase>("gtp_pieces_tile_chunks", "gtp",
-                             "main-replica pieces tile [0, T*s_j) once, in contiguous order (4.7.2, 6.1, 6.10)", gen,
-                             main_pieces_tile_chunks, spec),
+                                   "main-replica pieces tile [0, T*s_j) once, in contiguous order (4.7.2, 6.1, 6.10)",
+                                   gen, main_pieces_tile_chunks, spec),
       make_world_property<GtpCase>("gtp_pieces_are_real_rows", "gtp",
-                             "a rank's pieces concatenate to shard rows [0, r): no pad row saved (4.7.3, 6.3)", gen,
-                             pieces_are_real_rows, spec),
+                                   "a rank's pieces concatenate to shard rows [0, r): no pad row saved (4.7.3, 6.3)",
+                                   gen, pieces_are_real_rows, spec),
       make_world_property<GtpCase>("gtp_all_padding_ranks", "gtp",
-                             "exactly the floor(pad/R) all-padding ranks build one zero-element LNP (6.4, 6.5)", gen,
-                             all_padding_ranks_build_one_lnp, spec),
+                                   "exactly the floor(pad/R) all-padding ranks build one zero-element LNP (6.4, 6.5)",
+                                   gen, all_padding_ranks_build_one_lnp, spec),
       make_world_property<GtpCase>(
           "gtp_merge_restores_shard", "gtp",
           "merge(build) without factory data equals the shard, pad rows zero, same dtype (4.7.4, 6.6, 6.7)", gen,
           merge_restores_shard, spec),
       make_world_property<GtpCase>("gtp_pieces_are_views", "gtp",
-                             "every piece views the shard's storage, nothing copied (4.7.5, 6.8)", gen,
-                             pieces_are_views, spec),
-      make_world_property<GtpCase>("gtp_pieces_irregular", "gtp",
-                             "pieces have axis_fragmentations None, no allow_shape_mismatch, valid metadata (6.9)", gen,
-                             pieces_are_irregular, spec),
+                                   "every piece views the shard's storage, nothing copied (4.7.5, 6.8)", gen,
+                                   pieces_are_views, spec),
+      make_world_property<GtpCase>(
+          "gtp_pieces_irregular", "gtp",
+          "pieces have axis_fragmentations None, no allow_shape_mismatch, valid metadata (6.9)", gen,
+          pieces_are_irregular, spec),
   };
   for (Property& p : gtp_layout_properties_more()) out.push_back(std::move(p));
   return out;

@@ -86,15 +86,15 @@ std::vector<Property> gtp_layout_properties_more() {
   const std::map<std::string, GtpCase> spec = {{"tiny_all_padding", tiny}};
   return {
       make_world_property<GtpCase>("gtp_save_common_unchanged", "gtp",
-                             "the in_proj factory adds nothing to the save-preprocessed common tree (6.5)", gen,
-                             save_common_unchanged, spec),
+                                   "the in_proj factory adds nothing to the save-preprocessed common tree (6.5)", gen,
+                                   save_common_unchanged, spec),
       make_world_property<GtpCase>(
           "gtp_param_entry_layout", "gtp",
           "the parameter entry is the padded per-shard description, a view, tiling T*G*R rows (4.7.7)", gen,
           param_entry_layout),
       make_world_property<GtpCase>("integrity_finds_dropped_piece", "gtp",
-                             "the integrity op accepts all pieces and finds the hole of one dropped piece (6.10)", gen,
-                             integrity_finds_dropped_piece),
+                                   "the integrity op accepts all pieces and finds the hole of one dropped piece (6.10)",
+                                   gen, integrity_finds_dropped_piece),
   };
 }
 

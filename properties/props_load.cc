@@ -90,16 +90,17 @@ std::vector<Property> load_properties() {
   GtpCase gather = review;
   gather.design = GtpSaveDesign::gather;
   return {
-      make_world_property<GtpCrossCase>("gtp_cross_load", "load",
-                                  "save at GTP G1 (either design), load at G2: real rows exact, pad rows zero (4.7.6)",
-                                  genGtpCross, cross_gtp_load,
-                                  {{"review_g2_to_g1", GtpCrossCase{review, 1, 0}},
-                                   {"gather_g2_to_g4", GtpCrossCase{gather, 4, 32}},
-                                   {"pr_g64_to_g8", GtpCrossCase{pr, 8, 16}}}),
-      make_world_property<GtpCase>("load_orders_agree", "load",
-                             "to_state_dict (fixed order) and serialization.load give identical trees (3.8, 6.11)",
-                             split_config, load_orders_agree,
-                             {{"all_padding_rank", tiny}, {"pr_rank63_all_padding", pr}}),
+      make_world_property<GtpCrossCase>(
+          "gtp_cross_load", "load",
+          "save at GTP G1 (either design), load at G2: real rows exact, pad rows zero (4.7.6)", genGtpCross,
+          cross_gtp_load,
+          {{"review_g2_to_g1", GtpCrossCase{review, 1, 0}},
+           {"gather_g2_to_g4", GtpCrossCase{gather, 4, 32}},
+           {"pr_g64_to_g8", GtpCrossCase{pr, 8, 16}}}),
+      make_world_property<GtpCase>(
+          "load_orders_agree", "load",
+          "to_state_dict (fixed order) and serialization.load give identical trees (3.8, 6.11)", split_config,
+          load_orders_agree, {{"all_padding_rank", tiny}, {"pr_rank63_all_padding", pr}}),
       gpt_to_hybrid_load_property(),
   };
 }

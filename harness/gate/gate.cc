@@ -86,8 +86,9 @@ Result<KnownFindings> load_known_findings(const std::string& corpus_dir) {
     for (std::string_view line : split_views(body, '\n'))
       if (line.substr(0, 8) == "expect: " && line.size() > 8) finding.expect.emplace_back(line.substr(8));
     if (finding.expect.empty())
-      return make_error(ErrorKind::invalid_argument,
-                        file.string() + ": a known finding needs at least one 'expect: ' line (a text its failure shows)");
+      return make_error(
+          ErrorKind::invalid_argument,
+          file.string() + ": a known finding needs at least one 'expect: ' line (a text its failure shows)");
     known.findings.push_back(std::move(finding));
   }
   return known;

@@ -91,7 +91,9 @@ std::optional<std::pair<std::int64_t, std::int64_t>> source_row(const std::vecto
 /// in_proj's exp_avg (make_sharded_optimizer_tensor over the parameter's own entry) in a T1 x G1
 /// world, then a real load in a T2 x G2 world; every element checked by provenance there.
 Result<std::string> resume_megatron(MegatronImplementation& megatron, const Resume& c) {
-  const auto side = [](const Side& s) { return json::Json{{"tp", s.tp}, {"gtp", s.gtp}, {"pad_for_alignment", s.pad}}; };
+  const auto side = [](const Side& s) {
+    return json::Json{{"tp", s.tp}, {"gtp", s.gtp}, {"pad_for_alignment", s.pad}};
+  };
   IH_TRY_ASSIGN(r, megatron.adapter_op("gtp_roundtrip", {{"sections", c.in_proj.sections},
                                                          {"names", c.in_proj.names},
                                                          {"cols", kCols},
@@ -112,8 +114,8 @@ Result<std::string> resume_megatron(MegatronImplementation& megatron, const Resu
     if (n == 0) continue;
     json::Json first = r.value("first_" + std::string(what) + "_mismatches", json::Json::array());
     while (first.size() > 2) first.erase(first.size() - 1);
-    failures.push_back(out + std::to_string(n) + " loaded " + what + " rows are not the saved ones (first: " +
-                       json::dump(first) + ")");
+    failures.push_back(out + std::to_string(n) + " loaded " + what +
+                       " rows are not the saved ones (first: " + json::dump(first) + ")");
   }
   const json::Json pad = r.value("model_pad_rows_in_checkpoint", json::Json::array());
   if (!pad.empty()) failures.push_back(out + "pad rows in the checkpoint: " + json::dump(pad));
@@ -121,7 +123,9 @@ Result<std::string> resume_megatron(MegatronImplementation& megatron, const Resu
   return joined(failures);
 }
 
-std::uint64_t saved_storage(std::int64_t t, std::int64_t g) { return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g); }
+std::uint64_t saved_storage(std::int64_t t, std::int64_t g) {
+  return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g);
+}
 
 GtpFactoryParams side_params(const InProj& p, const Side& s, std::int64_t t, std::int64_t g, std::uint64_t storage) {
   GtpFactoryParams params;
@@ -159,8 +163,9 @@ Result<std::string> resume_through_seam(Implementation& target, const Resume& c)
       if (!entry.ok()) return verdict_or_error(entry.error(), show(c) + ": the save-side parameter entry");
       const std::int64_t r = entry->local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
       saved_rows[t] = r;
-      IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows({TensorValue::of_storage(saved_storage(t, g), {r, kCols}).row_view(0, real),
-                                                       TensorValue::zeros({r - real, kCols})}));
+      IH_TRY_ASSIGN(
+          exp_avg, TensorValue::concat_rows({TensorValue::of_storage(saved_storage(t, g), {r, kCols}).row_view(0, real),
+                                             TensorValue::zeros({r - real, kCols})}));
       ShardedTensor state = *entry;
       state.key = "optimizer.state.exp_avg." + entry->key;
       state.data = exp_avg, state.dtype = exp_avg.dtype;
@@ -181,7 +186,9 @@ Result<std::string> resume_through_seam(Implementation& target, const Resume& c)
       const StateNode* node = loaded->find(std::string("exp_avg"));
       const auto* value = node ? node->leaf_if<TensorValue>() : nullptr;
       const std::int64_t r = entry->local_shape.at(0);
-      if (!value || value->rows() != r) return show(c) + ": rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ") loaded no (" + std::to_string(r) + ", C) exp_avg";
+      if (!value || value->rows() != r)
+        return show(c) + ": rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ") loaded no (" +
+               std::to_string(r) + ", C) exp_avg";
       for (std::int64_t j = 0; j < r; ++j) {
         const std::int64_t x = g * r + j;
         std::optional<std::pair<std::uint64_t, std::int64_t>> want;
@@ -234,14 +241,15 @@ Result<std::string> fresh_megatron(MegatronImplementation& megatron) {
   std::vector<std::string> failures;
   for (const FreshCase& c : fresh_cases()) {
     IH_TRY_ASSIGN(r, megatron.adapter_op("gtp_fresh_retarget", {{"sections", c.in_proj.sections},
-                                                                 {"names", c.in_proj.names},
-                                                                 {"cols", kCols},
-                                                                 {"tp", 1},
-                                                                 {"gtp", 2},
-                                                                 {"pad_for_alignment", 16},
-                                                                 {"pattern", "M*-"}}));
+                                                                {"names", c.in_proj.names},
+                                                                {"cols", kCols},
+                                                                {"tp", 1},
+                                                                {"gtp", 2},
+                                                                {"pad_for_alignment", 16},
+                                                                {"pattern", "M*-"}}));
     for (const json::Json& rank : r.value("ranks", json::Json::array())) {
-      const std::string where = c.mixer + " 'M*-' tp 1 gtp 2 p 16 rank (t=" + json::dump(rank.value("tp", json::Json())) +
+      const std::string where = c.mixer +
+                                " 'M*-' tp 1 gtp 2 p 16 rank (t=" + json::dump(rank.value("tp", json::Json())) +
                                 ", g=" + json::dump(rank.value("gtp", json::Json())) + "): ";
       if (rank.value("entry_type", std::string()) != "LocalNonpersistentObject") {
         failures.push_back(where + "the fresh layer's in_proj became a " + rank.value("entry_type", std::string("?")) +
@@ -272,7 +280,8 @@ Result<std::string> fresh_through_seam(Implementation& target) {
       IH_TRY_ASSIGN(tree, hybrid_sharded_state_dict(config, "M*-", rank, OptimizerStates{{"exp_avg"}}));
       const std::vector<FlatEntry> before = flatten(tree);
       IH_TRY_ASSIGN(after, target.retarget("M*-", before));
-      if (after.size() != before.size()) return make_error(seam_kind::harness_error, "retarget changed the entry count");
+      if (after.size() != before.size())
+        return make_error(seam_kind::harness_error, "retarget changed the entry count");
       std::map<std::string, Shape> param_shape;
       for (const FlatEntry& e : before)
         if (const auto* t = std::get_if<ShardedTensor>(&e.entry); t && e.path.starts_with("optimizer.state."))
@@ -281,9 +290,11 @@ Result<std::string> fresh_through_seam(Implementation& target) {
         if (!std::holds_alternative<ShardedTensorFactory>(before[i].entry) ||
             !before[i].path.ends_with("mixer.in_proj.weight"))
           continue;
-        const std::string where = mixer + " 'M*-' tp 1 gtp 2 p 16 rank g=" + std::to_string(g) + " " + before[i].path + ": ";
+        const std::string where =
+            mixer + " 'M*-' tp 1 gtp 2 p 16 rank g=" + std::to_string(g) + " " + before[i].path + ": ";
         const auto shape = param_shape.find("optimizer.state." + before[i].path + ".exp_avg");
-        if (shape == param_shape.end()) return make_error(seam_kind::harness_error, where + "no exp_avg entry beside it");
+        if (shape == param_shape.end())
+          return make_error(seam_kind::harness_error, where + "no exp_avg entry beside it");
         const auto* lnp = std::get_if<LocalNonpersistent>(&after[i].entry);
         const auto* value = lnp ? std::get_if<TensorValue>(&lnp->payload) : nullptr;
         if (!value)
@@ -304,12 +315,14 @@ Result<std::string> fresh_through_seam(Implementation& target) {
 /// spec 4.7's shard split builds: a real piece, or one LocalNonpersistentObject on an all-padding
 /// rank. D = 6, GTP 4, R = 16: ranks 1-3 hold only padding.
 Result<std::string> orders_megatron(MegatronImplementation& megatron) {
-  IH_TRY_ASSIGN(r, megatron.adapter_op("load_orderings", {{"rows", 6}, {"gtp_size", 4}, {"shard_rows", 16}, {"cols", kCols}}));
+  IH_TRY_ASSIGN(
+      r, megatron.adapter_op("load_orderings", {{"rows", 6}, {"gtp_size", 4}, {"shard_rows", 16}, {"cols", kCols}}));
   std::vector<std::string> failures;
   std::int64_t g = 0;
   for (const json::Json& rank : r.value("ranks", json::Json::array())) {
     const std::string where = "D 6 gtp 4 R 16 rank g=" + std::to_string(g++) + ": ";
-    const json::Json a = rank.value("serialization_load", json::Json::object()), b = rank.value("to_state_dict", json::Json::object());
+    const json::Json a = rank.value("serialization_load", json::Json::object()),
+                     b = rank.value("to_state_dict", json::Json::object());
     for (const json::Json* x : {&a, &b})
       if (!x->value("ok", false) && x->value("error", std::string()).find("nvidia_resiliency_ext") != std::string::npos)
         return unsupported(megatron.name(), "MCoreTensorAwareStateDict.to_state_dict without nvidia_resiliency_ext (" +
@@ -358,8 +371,12 @@ Result<std::string> orders_through_seam(Implementation& target) {
     auto b = target.load_state(checkpoint, request, LoadOrder::to_state_dict_baseline);
     for (const auto* x : {&a, &b})
       if (!x->ok() && outcome_of_error(x->error().kind) != Outcome::failed) return x->error();
-    if (!a.ok()) failures.push_back(where + "serialization.load failed: " + std::string(to_string(a.error().kind)) + ": " + a.error().message);
-    if (!b.ok()) failures.push_back(where + "to_state_dict failed: " + std::string(to_string(b.error().kind)) + ": " + b.error().message);
+    if (!a.ok())
+      failures.push_back(where + "serialization.load failed: " + std::string(to_string(a.error().kind)) + ": " +
+                         a.error().message);
+    if (!b.ok())
+      failures.push_back(where + "to_state_dict failed: " + std::string(to_string(b.error().kind)) + ": " +
+                         b.error().message);
     if (a.ok() && b.ok() && !(*a == *b)) failures.push_back(where + "the orderings give different trees");
   }
   return joined(failures);
@@ -382,8 +399,8 @@ Result<std::string> experts_megatron(MegatronImplementation& megatron) {
       continue;
     }
     if (r.contains("load_error")) {
-      failures.push_back(where + "the GPT->Hybrid load failed: " + r.value("load_error", std::string()) + " (requested " +
-                         json::dump(r.value("requested", json::Json::object())) + "; saved " +
+      failures.push_back(where + "the GPT->Hybrid load failed: " + r.value("load_error", std::string()) +
+                         " (requested " + json::dump(r.value("requested", json::Json::object())) + "; saved " +
                          json::dump(r.value("saved", json::Json::array())) + ")");
       continue;
     }
