@@ -259,16 +259,21 @@ int mutants_command(const std::vector<std::string>& argv) {
   if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
   auto checks = all_checks(*budget, spec->target != "reference");
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  std::vector<std::pair<std::string, std::string>> mutants;  // name, description
+  struct Planted {
+    std::string name, description;
+    std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
+  };
+  std::vector<Planted> mutants;
   if (spec->target == "reference") {
-    for (const MutantInfo& m : mutant_catalogue()) mutants.emplace_back(m.name, m.bug_class + " " + m.description);
+    for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
   } else {
     auto clean = MegatronImplementation::start({.megatron_path = spec->megatron_path});
     if (!clean.ok()) return report_error(clean.error());
     auto listed = (*clean)->list_mutants();
     if (!listed.ok()) return report_error(listed.error());
     for (const auto& m : listed->value("mutants", json::Json::array()))
-      mutants.emplace_back(m.value("name", std::string()), m.value("description", std::string()));
+      mutants.push_back({m.value("name", std::string()), m.value("description", std::string()),
+                         m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable"))});
   }
   std::ostream& progress = args->has("json") ? std::cerr : std::cout;
   // A check that already fails on the clean target kills nothing: only checks that pass there count.
@@ -283,11 +288,18 @@ int mutants_command(const std::vector<std::string>& argv) {
   progress << "INFO: " << passing_on_clean.size() << " of " << checks->size() << " checks pass on the clean target\n";
   clean->reset();
   json::Json report{{"mutants", json::Json::array()}};
-  int killed = 0, total = 0;
+  int killed = 0, total = 0, not_applicable = 0;
   bool no_verdict = false;
-  for (const auto& [name, description] : mutants) {
+  for (const auto& [name, description, why_not] : mutants) {
+    progress << "INFO: [" << total + not_applicable + 1 << "/" << mutants.size() << "] mutant " << name << ": "
+             << description << "\n";
+    if (!why_not.empty()) {  // this Megatron lacks the code the mutant patches: no verdict either way
+      ++not_applicable;
+      progress << "      NOT APPLICABLE: " << why_not << "\n";
+      report["mutants"].push_back({{"name", name}, {"killed", false}, {"not_applicable", why_not}});
+      continue;
+    }
     ++total;
-    progress << "INFO: [" << total << "/" << mutants.size() << "] mutant " << name << ": " << description << "\n";
     TargetSpec mutated = *spec;
     mutated.mutant = name;
     auto target = make_target(mutated);
@@ -313,10 +325,14 @@ int mutants_command(const std::vector<std::string>& argv) {
     report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});
   }
   report["score"] = std::to_string(killed) + "/" + std::to_string(total);
+  report["not_applicable"] = not_applicable;
   if (args->has("json"))
     std::cout << json::dump(report) << "\n";
   else
-    std::cout << "mutants killed: " << killed << "/" << total << "\n";
+    std::cout << "mutants killed: " << killed << "/" << total
+              << (not_applicable ? " (" + std::to_string(not_applicable) + " not applicable to this target)" : "")
+              << "\n";
+  if (total == 0) return kExitNothingRan;
   if (killed == total) return kExitOk;
   return no_verdict ? kExitHarnessError : kExitCheckFailed;  // a survivor may be explained by a broken run
 }

@@ -477,9 +477,28 @@ assert len(_BY_NAME) == len(MUTANTS_TABLE), "duplicate mutant names in MUTANTS_T
 
 
 def describe():
-    return [{"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
-             "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]"}
-            for m in MUTANTS_TABLE]
+    """Every mutant with what it patches, and whether this Megatron has all of it: a mutant of
+    code the checkout lacks (GDP/GTP in a megatron-core without them) cannot be planted, and the
+    campaign reports it as not applicable rather than as killed or survived."""
+    out = []
+    for m in MUTANTS_TABLE:
+        missing = [why for why in (_missing(p.target) for p in m.patches) if why]
+        row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
+               "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]",
+               "applicable": not missing}
+        if missing:
+            row["not_applicable"] = "; ".join(missing)
+        out.append(row)
+    return out
+
+
+def _missing(target):
+    """Why `target` (module:attr.path) cannot be patched in this Megatron, or None."""
+    try:
+        _resolve(target)
+    except (ImportError, AttributeError) as exc:
+        return str(exc)
+    return None
 
 
 def apply(name, M):
@@ -512,17 +531,22 @@ class _Proxy(types.ModuleType):
         return getattr(object.__getattribute__(self, "_wrapped"), attr)
 
 
-def _install(target, make):
+def _resolve(target):
+    """(module, attribute path, the objects along it) of module:attr.path; ImportError or
+    AttributeError naming what is missing."""
     module_name, _, path = target.partition(":")
     module = importlib.import_module(module_name)
     parts = path.split(".")
     chain = [module]
-    for part in parts[:-1]:
+    for part in parts:
         if not hasattr(chain[-1], part):
             raise AttributeError(f"mutant target {target}: {part} not found")
         chain.append(getattr(chain[-1], part))
-    if not hasattr(chain[-1], parts[-1]):
-        raise AttributeError(f"mutant target {target}: {parts[-1]} not found")
+    return module, parts, chain[:-1]
+
+
+def _install(target, make):
+    module, parts, chain = _resolve(target)
     value = make(getattr(chain[-1], parts[-1]))
     if len(chain) > 1 and isinstance(chain[-1], type):
         setattr(chain[-1], parts[-1], value)  # a class attribute: set on the class itself
