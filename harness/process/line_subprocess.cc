@@ -22,8 +22,14 @@ namespace ih {
 namespace {
 
 // The descriptors and temporary file start() creates, released on every error path.
+// $TMPDIR when set (POSIX), else /tmp.
+std::string temp_dir() {
+  const char* dir = std::getenv("TMPDIR");
+  return dir && *dir ? dir : "/tmp";
+}
+
 struct StartResources {
-  char stderr_path[64] = "/tmp/interop-harness-stderr-XXXXXX";
+  std::string stderr_path = temp_dir() + "/interop-harness-stderr-XXXXXX";
   int stderr_fd = -1;
   int to_child[2] = {-1, -1};
   int from_child[2] = {-1, -1};
@@ -31,7 +37,7 @@ struct StartResources {
   ~StartResources() {
     for (int fd : {stderr_fd, to_child[0], to_child[1], from_child[0], from_child[1]})
       if (fd >= 0) close(fd);
-    if (stderr_fd >= 0) unlink(stderr_path);  // still ours: start() failed
+    if (stderr_fd >= 0) unlink(stderr_path.c_str());  // still ours: start() failed
   }
 };
 
@@ -41,7 +47,7 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
   StartResources r;
   // Close-on-exec everywhere: no other child started meanwhile may inherit these.
-  r.stderr_fd = mkostemp(r.stderr_path, O_CLOEXEC);
+  r.stderr_fd = mkostemp(r.stderr_path.data(), O_CLOEXEC);
   if (r.stderr_fd < 0)
     return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   if (pipe2(r.to_child, O_CLOEXEC) != 0 || pipe2(r.from_child, O_CLOEXEC) != 0)

@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,10 +49,27 @@ std::set<int> open_fds() {
   return out;
 }
 
+// The leak tests give this process its own TMPDIR: other tests running at the same time (ctest -j)
+// start subprocesses too, and their stderr files in /tmp are not ours to count.
+const std::string& private_tmpdir() {
+  struct PrivateDir {
+    std::string path;
+    PrivateDir() {
+      char templ[] = "/tmp/ih-process-test-XXXXXX";
+      if (!mkdtemp(templ)) throw std::runtime_error("cannot create a private TMPDIR");
+      path = templ;
+      setenv("TMPDIR", path.c_str(), 1);
+    }
+    ~PrivateDir() { std::filesystem::remove_all(path); }
+  };
+  static const PrivateDir dir;
+  return dir.path;
+}
+
 std::set<std::string> stderr_files() {
   std::set<std::string> out;
   glob_t g{};
-  if (glob("/tmp/interop-harness-stderr-*", 0, nullptr, &g) == 0)
+  if (glob((private_tmpdir() + "/interop-harness-stderr-*").c_str(), 0, nullptr, &g) == 0)
     for (std::size_t i = 0; i < g.gl_pathc; ++i) out.insert(g.gl_pathv[i]);
   globfree(&g);
   return out;
