@@ -150,7 +150,9 @@ std::vector<std::string> world_scenario_names() {
   return {"gpt_hybrid_tp", "gpt_hybrid_tp_pp", "gpt_hybrid_pp_tp", "gpt_hybrid_moe_ep", "dp_replicas"};
 }
 
-std::vector<std::string> gtp_world_scenario_names() { return {"gdp_in_proj_gtp", "gdp_in_proj_gtp_repad"}; }
+std::vector<std::string> gtp_world_scenario_names() {
+  return {"gdp_in_proj_gtp", "gdp_in_proj_gtp_repad", "gdp_in_proj_gtp_local"};
+}
 
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   return {{"gdp_in_proj_shard_split",
@@ -207,6 +209,17 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     IH_TRY_ASSIGN(lw, world(b, repad ? 32 : 16));
     s.gtp_save = sw, s.gtp_load = lw;
     s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;  // world sizes (rank = t * G + g)
+  } else if (name == "gdp_in_proj_gtp_local") {
+    // The other load ordering: a local checkpoint (MCoreTensorAwareStateDict) reloaded through
+    // to_state_dict, which reads back only the layout it saved (Megatron asserts otherwise).
+    s.kind = "gdp_gtp";
+    s.load_order = "to_state_dict";
+    s.description = "GDP in_proj (gather design) reloaded from each rank's local checkpoint by to_state_dict";
+    if (a != b) return cannot_lay_out(name, a, b, "a local checkpoint reloads only the layout it saved (A = B)");
+    if (a == 1) return cannot_lay_out(name, a, b, "GTP needs 2 or 4 ranks");
+    if (a > 4) return cannot_lay_out(name, a, b, "GTP worlds of 2 or 4 ranks (TP <= 2 for 2 heads)");
+    s.gtp_save = s.gtp_load = a == 2 ? GtpWorld{1, 2, 16} : GtpWorld{2, 2, 16};
+    s.save.tp = s.load.tp = a;
   } else if (name == "dp_replicas") {
     s.description = "DP=2 replicas on both sides (exactly one writer per shard), TP change";
     if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need DP=2");

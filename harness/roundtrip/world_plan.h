@@ -36,6 +36,10 @@ struct WorldScenario {
   std::string kind = "gpt_hybrid";  // or "gdp_gtp": the GDP mixer's in_proj, saved with the gather design
   GtpWorld gtp_save, gtp_load;      // kind gdp_gtp only
   std::int64_t gdp_cols = 16;       // C of the in_proj (kind gdp_gtp)
+  /// How the load world reads (kind gdp_gtp): Megatron's dist_checkpointing.load, or
+  /// "to_state_dict": each rank's local checkpoint (its MCoreTensorAwareStateDict, written by the
+  /// save rank of the same coordinates) merged into the request by to_state_dict.
+  std::string load_order = "serialization_load";
   std::string description;
   std::string pattern = "M*-M*-";  // the hybrid model that loads
   bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)

@@ -345,6 +345,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
                                   {"kind", s.kind},
                                   {"dir", scenario_dir(s.name)},
                                   {"pattern", s.pattern},
+                                  {"load_order", s.load_order},
                                   {"save", s.layout_text(true)},
                                   {"load", s.layout_text(false)}});
     o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +

@@ -311,7 +311,12 @@ def gtp_state(world, M, torch, rank_plan, values):
     mod, weight, mixer_cls = gtp_world._standin_mixer(ctx, rank_plan["layout"])
     with torch.no_grad():
         weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
-    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
+    try:
+        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(),
+                                          metadata={"dp_cp_group": ctx.dp_cp_group})
+    except BaseException as exc:  # Megatron's own code failed on a valid layout: a finding
+        raise staged(exc, f"{world.phase}: build state (Megatron's {mixer_cls.__name__}.sharded_state_dict)",
+                     "megatron_error")
     return sd, prefix + "in_proj.weight", weight
 
 
@@ -336,6 +341,8 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     if rank_plan.get("kind") == "gdp_gtp":
         fill_segments = rank_plan["fill"]["decoder.layers.0.mixer.in_proj.weight"]
         sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu"))
+        if scenario.get("load_order") == "to_state_dict":
+            save_local(world, sdir, sd, torch)
         return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
     sd = {}
     for i, item in enumerate(rank_plan["entries"]):
@@ -352,6 +359,39 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         else:
             sd[path] = untensored_leaf(M, codec, e, path, where, rank_plan)
     return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
+
+
+def local_path(sdir, rank):
+    return os.path.join(sdir, f"local_rank_{rank}.pt")
+
+
+def save_local(world, sdir, sd, torch):
+    """This rank's local checkpoint, as Megatron's local checkpointing keeps it: the state dict
+    turned into an MCoreTensorAwareStateDict (its factories built, tensors held) and written whole
+    (torch.save, under a temporary name first)."""
+    from megatron.core.dist_checkpointing.tensor_aware_state_dict import MCoreTensorAwareStateDict
+    stage = set_stage(world, "save: local checkpoint (MCoreTensorAwareStateDict.from_state_dict)")
+    try:
+        tasd, _ = MCoreTensorAwareStateDict.from_state_dict(sd, algo="atomic")
+    except BaseException as exc:
+        raise staged(exc, stage)
+    path = local_path(sdir, world.rank)
+    torch.save(tasd, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load_local(world, sdir, sd, torch):
+    """The request `sd` filled from this rank's local checkpoint by to_state_dict."""
+    stage = set_stage(world, "load: local checkpoint (MCoreTensorAwareStateDict.to_state_dict)")
+    path = local_path(sdir, world.rank)
+    if not os.path.exists(path):
+        raise staged(ValueError(f"local checkpoint {path} of rank {world.rank} is missing"), stage,
+                     "checkpoint_truncated")
+    try:
+        tasd = torch.load(path, weights_only=False)
+        return tasd.to_state_dict(sd, algo="atomic")
+    except BaseException as exc:
+        raise staged(exc, stage)
 
 
 def start_measured_call(world, dist, torch, device, entry, what):
@@ -519,10 +559,13 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     cuda, stage = start_measured_call(world, dist, torch, device, entry, "load")
     t0 = time.perf_counter()
     try:
-        loaded = dist_checkpointing.load(sd, ckpt)
+        if scenario.get("load_order") == "to_state_dict":
+            loaded = load_local(world, sdir, sd, torch)
+        else:
+            loaded = dist_checkpointing.load(sd, ckpt)
     except BaseException as exc:
         # Name the file when DCP's error does (a corrupt chunk surfaces here).
-        raise staged(exc, stage)
+        raise staged(exc, getattr(exc, "_ih_stage", stage), getattr(exc, "_ih_kind", None))
     if cuda:
         torch.cuda.synchronize()
     entry["seconds"] = time.perf_counter() - t0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest cases of `interop-harness roundtrip` worlds mode that must FAIL in a named way
 # (docs/roundtrip.md, "Worlds"): a Megatron-side mutant, a rank killed mid-save, a hung rank,
-# a truncated checkpoint file, a GTP mutant whose merge leaves pad rows non-zero.
+# a truncated checkpoint file, a GTP mutant whose merge leaves pad rows non-zero; and the GTP
+# in_proj reloaded from local checkpoints by to_state_dict (same layout), clean and under that mutant.
 # Usage: worlds_test.sh BINARY CASE (exit 77: skipped, the case cannot run here)
 set -uo pipefail
 bin=$1
@@ -16,13 +17,15 @@ case "$case_name" in
   hang)     args=("${small[@]}" --fault hang_load:1 --timeout 75); expect_rc=4 ;;
   truncate) args=("${small[@]}" --fault truncate) ;;
   gtp_mutant) args=(--scenario gdp_in_proj_gtp --save-ranks 2 --load-ranks 4 --keep "$keep" --mutant gtp_no_zero_fill) ;;
+  gtp_local) args=(--scenario gdp_in_proj_gtp_local --save-ranks 2 --load-ranks 2 --keep "$keep" --json); expect_rc=0 ;;
+  gtp_local_mutant) args=(--scenario gdp_in_proj_gtp_local --save-ranks 2 --load-ranks 2 --keep "$keep" --mutant gtp_no_zero_fill) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
 rc=$?
 cat "$out" "$err"
 fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
-if [ "$case_name" = gtp_mutant ] && grep -q 'NOT RUN gdp_in_proj_gtp: no Megatron-LM checkout' "$out" "$err"; then
+if [[ "$case_name" = gtp_* ]] && grep -q 'NOT RUN gdp_in_proj_gtp[a-z_]*: no Megatron-LM checkout' "$out" "$err"; then
   echo "SKIP: no Megatron-LM snapshot with GDP + GTP"; exit 77
 fi
 [ "$rc" = "$expect_rc" ] || fail "exit $rc, expected $expect_rc"
@@ -43,9 +46,12 @@ case "$case_name" in
   hang)
     echo "$all" | grep -q 'hung rank 1 (pid [0-9]*): stage' || fail "the hung rank is not named"
     echo "$all" | grep -q 'ERROR: timeout' || fail "no timeout error" ;;
-  gtp_mutant)
+  gtp_mutant|gtp_local_mutant)
     echo "$all" | grep -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
       fail "no non-zero pad element named" ;;
+  gtp_local)
+    grep -q '"ok":true' "$out" || fail "JSON verdict is not ok:true"
+    grep -Eq '"elements_verified":[1-9]' "$out" || fail "nothing was verified" ;;
   truncate)
     echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"
