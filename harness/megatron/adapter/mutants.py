@@ -24,7 +24,10 @@ import re
 import types
 
 Patch = collections.namedtuple("Patch", "target make")
-Mutant = collections.namedtuple("Mutant", "name bug_class description patches")
+# `requires`: targets that must exist for the mutant to mean anything. A mutant of the GTP path
+# patches a function Megatron has without GTP too, but only GTP reaches the changed lines there.
+Mutant = collections.namedtuple("Mutant", "name bug_class description patches requires", defaults=((),))
+GTP_API = "megatron.core.tensor_parallel.gtp_api:gtp_replica_rank"
 
 INTEROP = "megatron.core.dist_checkpointing.gpt_checkpoint_interop"
 ALLOC = "megatron.core.models.hybrid.hybrid_layer_allocation"
@@ -461,7 +464,8 @@ MUTANTS_TABLE = (
            (Patch(GDP + ":torch.nn.functional.pad", _no_zero_fill),)),
     Mutant("gtp_offset_no_tp_term", 23, "the GTP parameter's composite axis-0 offset drops its TP term "
            "(t*G + g -> g)",
-           (Patch("megatron.core.utils:make_tp_sharded_tensor_for_checkpoint", _offset_no_tp_term),)),
+           (Patch("megatron.core.utils:make_tp_sharded_tensor_for_checkpoint", _offset_no_tp_term),),
+           requires=(GTP_API,)),
     # load order
     Mutant("merge_factories_first", 11, "serialization.load applies the factory merges to the loaded shards "
            "before merging them with the common and nonpersistent parts (to_state_dict's order): a factory "
@@ -469,7 +473,8 @@ MUTANTS_TABLE = (
            (Patch(SERIALIZATION + ":load_preprocess", _hold_factories),
             Patch(STRATEGIES_TORCH + ":TorchDistLoadShardedStrategy.load", _note_loaded),
             Patch(SERIALIZATION + ":merge", _merge_factories_before),
-            Patch(SERIALIZATION + ":apply_factory_merges", _skip_merged_factories))),
+            Patch(SERIALIZATION + ":apply_factory_merges", _skip_merged_factories)),
+           requires=(GTP_API,)),  # only an all-padding GTP rank's factory holds such an object
 )
 
 _BY_NAME = {m.name: m for m in MUTANTS_TABLE}
@@ -482,7 +487,7 @@ def describe():
     campaign reports it as not applicable rather than as killed or survived."""
     out = []
     for m in MUTANTS_TABLE:
-        missing = [why for why in (_missing(p.target) for p in m.patches) if why]
+        missing = [why for why in (_missing(t) for t in [p.target for p in m.patches] + list(m.requires)) if why]
         row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
                "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]",
                "applicable": not missing}
