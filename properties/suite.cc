@@ -39,22 +39,24 @@ void add_case_options(ReproToken& token, const RunParams& params, const Property
   if (!run.reproduce.empty()) token.options["rc"] = run.reproduce;
 }
 
-Replay replay(Implementation& impl, const Property& property, const ReproToken& token) {
+Replay run_spec_case(Implementation& impl, const Property& property, const std::string& fixture) {
   Replay out;
-  RecordingImplementation recorded(impl);
-  if (const auto fixture = token.option("spec")) {
-    const auto it = property.fixtures.find(*fixture);
-    if (it == property.fixtures.end()) {
-      out.outcome = Outcome::harness_error,
-      out.verdict = "property " + property.name + " has no spec case '" + *fixture + "'";
-      return out;
-    }
-    std::tie(out.printed_case, out.verdict) = it->second(recorded);
-    out.outcome = out.verdict.empty() ? Outcome::passed : Outcome::failed;
-    if (recorded.no_verdict())
-      out.outcome = recorded.no_verdict_outcome(), out.verdict = recorded.no_verdict()->message;
+  const auto it = property.fixtures.find(fixture);
+  if (it == property.fixtures.end()) {
+    out.outcome = Outcome::harness_error,
+    out.verdict = "property " + property.name + " has no spec case '" + fixture + "'";
     return out;
   }
+  RecordingImplementation recorded(impl);
+  std::tie(out.printed_case, out.verdict) = it->second(recorded);
+  out.outcome = out.verdict.empty() ? Outcome::passed : Outcome::failed;
+  if (recorded.no_verdict()) out.outcome = recorded.no_verdict_outcome(), out.verdict = recorded.no_verdict()->message;
+  return out;
+}
+
+Replay replay(Implementation& impl, const Property& property, const ReproToken& token) {
+  Replay out;
+  if (const auto fixture = token.option("spec")) return run_spec_case(impl, property, *fixture);
   const auto reproduce = token.option("rc");
   if (!reproduce) {
     out.outcome = Outcome::harness_error, out.verdict = "the token names no case (rc= or spec=)";

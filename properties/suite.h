@@ -45,4 +45,9 @@ struct Replay {
 /// Replays the case a token names (rc=<RapidCheck reproduce string> or spec=<fixture>) against `impl`.
 Replay replay(Implementation& impl, const Property& property, const ReproToken& token);
 
+/// Runs one of the property's spec cases (worked examples of the spec, its `fixtures`) against
+/// `impl`: passed, failed with the verdict, or the target's no-verdict outcome (an unsupported
+/// operation, a timeout, a harness fault). harness_error for an unknown name.
+Replay run_spec_case(Implementation& impl, const Property& property, const std::string& fixture);
+
 }  // namespace ih::props

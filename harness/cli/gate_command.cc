@@ -66,12 +66,23 @@ Result<Budget> budget_of(const ParsedArgs& args, const TargetSpec& spec) {
   return budget;
 }
 
-/// Every property as a gate check; a failure carries its shrunk case and a token that replays it.
+/// Every property as a gate check: its spec cases first (the spec's worked examples; a failing one
+/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case
+/// and a token that replays it. A spec case without a verdict on this target leaves the verdict to
+/// the generated cases.
 std::vector<gate::Check> property_checks(const Budget& budget) {
   std::vector<gate::Check> out;
   for (const props::Property& property : props::all_properties())
     out.push_back(
         {"properties", property.name, [&property, budget](Implementation& target) {
+           for (const auto& [fixture, unused] : property.fixtures) {
+             const props::Replay spec_case = props::run_spec_case(target, property, fixture);
+             if (spec_case.outcome != Outcome::failed) continue;
+             gate::CheckAnswer answer{Outcome::failed, "spec case '" + fixture + "': " + spec_case.verdict,
+                                      spec_case.printed_case, std::nullopt, std::nullopt};
+             answer.case_token = ReproToken{props::property_check_name(property.name), {{"spec", fixture}}};
+             return answer;
+           }
            const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
            const props::PropertyRun run = property.run(target, params);
            gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};

@@ -133,10 +133,7 @@ Result<json::Json> MegatronImplementation::call(const std::string& op, json::Jso
   if (!reply.is_object() || !reply.contains("ok")) return protocol_error("no \"ok\"", reply);
   if (!reply["ok"].get<bool>()) {
     Error error = json::error_from_json(reply.value("error", json::Json::object()));
-    if (reply.value("unsupported", false)) {
-      error.kind = seam_kind::unsupported;
-      error.message = "unsupported: " + error.message;  // survives into property verdict texts
-    }
+    if (reply.value("unsupported", false)) error.kind = seam_kind::unsupported;  // the kind names it when shown
     return error;
   }
   if (!reply.contains("result")) return protocol_error("no \"result\"", reply);
