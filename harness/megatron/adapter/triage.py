@@ -116,8 +116,9 @@ def main():
                   "ranks": r})
     if args.what in ("ordering", "all"):
         world = gtp_world.get_world(1, 4)
-        r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "assume_nvrx": True,
-                                   "dir": os.path.join(tempfile.mkdtemp(prefix="ih-order-"), "ckpt")})
+        with tempfile.TemporaryDirectory(prefix="ih-order-") as tmp:
+            r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "assume_nvrx": True,
+                                       "dir": os.path.join(tmp, "ckpt")})
         found |= any(not x["to_state_dict"]["ok"] for x in r)
         show({"case": "ordering", "rows": 6, "gtp": 4, "shard_rows": 16,
               "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
@@ -125,8 +126,9 @@ def main():
     if args.what in ("experts", "all"):
         world = gtp_world.get_world(1, 1)
         for experts in (1, 2):
-            r = world.run("single_expert", {"experts": experts, "pattern": "*E*E",
-                                            "dir": os.path.join(tempfile.mkdtemp(prefix="ih-e1-"), "ckpt")})[0]
+            with tempfile.TemporaryDirectory(prefix="ih-e1-") as tmp:
+                r = world.run("single_expert", {"experts": experts, "pattern": "*E*E",
+                                                "dir": os.path.join(tmp, "ckpt")})[0]
             found |= "load_error" in r
             show({"case": "experts", "experts": experts, "pattern": "*E*E", **r})
     if args.what in ("gtp1", "all"):
