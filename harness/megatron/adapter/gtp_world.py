@@ -173,7 +173,6 @@ class World:
             try:
                 rank, reply = self.replies.get(timeout=max(0.0, limit - time.monotonic()))
             except queue.Empty:
-                silent = next(r for r, x in enumerate(out) if x is None)
                 if failed_at is not None:
                     self.close()
                     for r, x in enumerate(out):
@@ -182,6 +181,7 @@ class World:
                                       "message": f"no answer to {what} within {self.PEER_GRACE_SECONDS:.0f} s after "
                                                  "another rank failed (left waiting in a collective)"}
                     return out
+                silent = next(r for r, x in enumerate(out) if x is None)
                 message = (f"world dp={self.dp} tp={self.tp} gtp={self.gtp}: rank {silent} gave no answer to "
                            f"{what} within {timeout:.0f} s; its stderr:\n{self.stderr_tail(silent)}")
                 self.close()

@@ -455,7 +455,7 @@ MUTANTS_TABLE = (
            (Patch(GDP + ":is_gtp_param", _no_gather),)),
     Mutant("gtp_writer_wrong_group", 23, "the GTP shard's writer is elected over the GTP remat group (whose "
            "peers hold different shards) instead of the GTP-excluded DP group",
-           (Patch("megatron.core.tensor_parallel.gtp_api:gtp_replica_rank", _wrong_group),)),
+           (Patch(GTP_API, _wrong_group),)),
     Mutant("gtp_saves_pad_rows", 23, "the gathered in_proj keeps the alignment pad rows when it is "
            "re-described for saving",
            (Patch(GDP + ":make_tp_sharded_tensor_for_checkpoint", _pad_rows_saved),)),
