@@ -22,10 +22,9 @@ if ! [ "$gpus" -gt 0 ] 2>/dev/null; then
   exit 77
 fi
 bin=$build/bin/interop-harness
-if [ ! -x "$bin" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
-    cmake --build "$build" -j"$(nproc)" --target interop-harness ih_roundtrip_verifier >/dev/null || {
-      echo "gpu-smoke: FAIL: cannot build interop-harness in $build"; exit 3; }
+if [ ! -x "$bin" ]; then  # built like every other job (the verifier is built by its first round trip)
+  IH_BUILD_DIR=$build IH_BUILD_TARGETS=interop-harness bash "$root/ci/build.sh" >/dev/null || {
+    echo "gpu-smoke: FAIL: cannot build interop-harness in $build"; exit 3; }
 fi
 # One GPU: the ranks share it (gloo carries the collectives, tensors live on the GPU);
 # two or more: NCCL across them, a world-size change both ways.

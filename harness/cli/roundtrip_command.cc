@@ -270,9 +270,13 @@ int worlds_command(const ParsedArgs& args) {
   if (!report.ok()) {
     const auto kind = report.error().kind;
     if (kind == seam_kind::unsupported) {
+      // Nothing could run here (e.g. no LibTorch to verify with): exit 5, never a harness error or a pass.
       std::cerr << "roundtrip: NOT RUN: " << report.error().message << "\n";
-      if (as_json) std::cout << json::dump(json::Json{{"ok", false}, {"scenarios", json::Json::array()}}) << "\n";
-      return kExitHarnessError;
+      if (as_json)
+        std::cout << json::dump(json::Json{
+                         {"ok", false}, {"scenarios", json::Json::array()}, {"not_run", report.error().message}})
+                  << "\n";
+      return kExitCannotRun;
     }
     std::cerr << "ERROR: " << to_string(kind) << ": " << report.error().message << "\n";
     return kind == ErrorKind::invalid_argument ? kExitBadInput : kExitHarnessError;

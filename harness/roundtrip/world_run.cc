@@ -295,31 +295,56 @@ int WorldRunReport::exit_code() const {
   return 0;
 }
 
+namespace {
+
+// What the last configure found (harness/CMakeLists.txt writes it): "configured <torch>" or "missing: <why>".
+std::string verifier_status(const fs::path& build) {
+  std::ifstream in(build / "roundtrip-verifier.txt");
+  std::string line;
+  std::getline(in, line);
+  return in ? line : "missing: " + (build / "roundtrip-verifier.txt").string() + " is absent (configure the build)";
+}
+
+}  // namespace
+
 Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::string&)>& progress) {
-#ifndef IH_HAVE_ROUNDTRIP_VERIFIER
-  return make_error(seam_kind::unsupported,
-                    "the LibTorch verifier is not configured: the Megatron venv's torch (share/cmake/Torch and "
-                    "lib/libtorch_cpu.so) was not found when this build was configured; run ci/install-megatron.sh and "
-                    "re-run cmake");
-#else
   const fs::path build = IH_BINARY_DIR_PATH;
   const fs::path exe = build / "bin" / "ih_roundtrip_verifier";
   const fs::path lock_path = build / ".ih_roundtrip_verifier.lock";
   const int lock = open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   if (lock < 0) return make_error(seam_kind::harness_error, "cannot open the build lock " + lock_path.string());
   flock(lock, LOCK_EX);  // one build at a time (parallel ctest runs)
+  const auto release = [&] {
+    flock(lock, LOCK_UN);
+    close(lock);
+  };
+  // A venv installed after this build was configured: configure again, which finds it.
+  if (verifier_status(build).rfind("configured ", 0) != 0) {
+    progress("looking for the Megatron venv's LibTorch again: cmake -S " + std::string(IH_SOURCE_DIR_PATH) + " -B " +
+             build.string());
+    auto configured = run_child({"cmake", "-S", IH_SOURCE_DIR_PATH, "-B", build.string()}, std::chrono::seconds(300),
+                                [](const std::string&) {});
+    if (!configured.ok() || configured->timed_out || configured->exit_code != 0) {
+      release();
+      return make_error(seam_kind::harness_error, "re-configuring " + build.string() + " failed" +
+                                                      (configured.ok() ? ":\n" + configured->stderr_tail : ""));
+    }
+    const std::string status = verifier_status(build);
+    if (status.rfind("configured ", 0) != 0) {
+      release();
+      return make_error(seam_kind::unsupported, "the LibTorch verifier cannot be built: " + status);
+    }
+  }
   if (!fs::exists(exe))
     progress("building the LibTorch verifier (first use, about a minute): cmake --build " + build.string() +
              " --target ih_roundtrip_verifier");
   auto outcome = run_child({"cmake", "--build", build.string(), "--target", "ih_roundtrip_verifier"},
                            std::chrono::seconds(1200), [](const std::string&) {});
-  flock(lock, LOCK_UN);
-  close(lock);
+  release();
   if (!outcome.ok()) return outcome.error();
   if (outcome->timed_out || outcome->exit_code != 0 || !fs::exists(exe))
     return make_error(seam_kind::harness_error, "building ih_roundtrip_verifier failed:\n" + outcome->stderr_tail);
   return exe;
-#endif
 }
 
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
