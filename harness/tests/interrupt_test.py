@@ -2,7 +2,10 @@
 """SIGINT/SIGTERM of a run mid-way: exit 130/143, no process of the run left 5 s after the signal
 (every descendant recorded before it, reparented ones included), and the run's TMPDIR empty.
 
-Usage: interrupt_test.py INTEROP_HARNESS CASE
+Usage: interrupt_test.py INTEROP_HARNESS SOURCE_DIR CASE
+The Megatron cases run against the Megatron-LM snapshot of ci/megatron-snapshot.sh (it has GTP, so the
+gate starts world workers); without one, against the installed megatron-core, interrupted once the
+adapter is up.
   gate_sigint     gate --target megatron, SIGINT once the adapter's world workers are up
   gate_sigterm    the same with SIGTERM
   mutants         mutants --target megatron, SIGTERM once world workers are up
@@ -17,7 +20,7 @@ import sys
 import tempfile
 import time
 
-cli, case = sys.argv[1], sys.argv[2]
+cli, source_dir, case = sys.argv[1], sys.argv[2], sys.argv[3]
 VENV_PYTHON = os.path.join(os.environ.get("INTEROP_MEGATRON_VENV",
                                           os.path.expanduser("~/.cache/interop-harness/megatron-venv")), "bin", "python")
 GRACE_S = 5.0
@@ -81,11 +84,19 @@ CASES = {
 }
 
 
+def megatron_snapshot():
+    out = subprocess.run(["bash", os.path.join(source_dir, "ci", "megatron-snapshot.sh")], capture_output=True,
+                         text=True)
+    path = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
+    return path if os.path.isdir(path) else None
+
+
 def ready(tree, what):
     """True once the run has started what the case must interrupt."""
-    if what == "world workers":  # the adapter (a child) and at least one of its forked workers
+    if what in ("world workers", "the adapter"):  # the adapter (a child), then its forked world workers
         adapters = [p for p, (_, line) in tree.items() if "adapter.py" in line]
-        return any(proc_stat(p) and proc_stat(p)[0] in adapters for p in tree)
+        return bool(adapters) if what == "the adapter" else any(
+            proc_stat(p) and proc_stat(p)[0] in adapters for p in tree)
     if what == "mpirun ranks":
         return sum("roundtrip_world.py" in line and "mpirun" not in line for _, line in tree.values()) >= 2
     return True
@@ -96,6 +107,13 @@ def main():
     if needs_venv and not os.path.exists(VENV_PYTHON):
         print(f"SKIP: no Megatron venv at {VENV_PYTHON} (bash ci/install-megatron.sh)")
         return 77
+    if what == "world workers":
+        snapshot = megatron_snapshot()
+        if snapshot:
+            argv = argv + ["--megatron-path", snapshot]
+        else:
+            print("no Megatron-LM snapshot: the installed megatron-core (no GTP) starts no world workers")
+            what = "the adapter"
     tmp = tempfile.mkdtemp(prefix="ih-interrupt-test-")
     failures = []
     try:
