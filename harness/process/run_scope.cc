@@ -5,8 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,8 +55,8 @@ std::vector<ProcessEntry> all_processes() {
     char state = 0;
     long ppid = 0, pgrp = 0;
     if (std::sscanf(line.c_str() + close + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
-    out.push_back({static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp),
-                   state == 'Z' || state == 'X'});
+    out.push_back(
+        {static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp), state == 'Z' || state == 'X'});
   }
   closedir(proc);
   return out;
