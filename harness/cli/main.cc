@@ -7,6 +7,7 @@
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/process/run_scope.h"
 
 namespace {
 
@@ -37,7 +38,28 @@ void print_help(std::ostream& out) {
   out << "  " << std::setw(12) << "--version"
       << "print the version\n\n"
       << "exit codes: 0 ok, 1 a check failed (a finding), 2 bad input, 3 harness error, 4 timeout,\n"
-      << "            5 nothing could run here (every check NOT RUN)\n";
+      << "            5 nothing could run here (every check NOT RUN), 130/143 interrupted by SIGINT/SIGTERM\n";
+}
+
+int harness_defect(const std::exception& e) {
+  // Models return errors as values; anything thrown here is a harness defect, reported, not a crash.
+  std::cerr << "ERROR: harness_error: " << e.what() << "\n";
+  return ih::cli::kExitHarnessError;
+}
+
+int run_subcommand(const Subcommand& c, const std::vector<std::string>& rest) {
+  // Before any thread starts: the run's folder and its answer to SIGINT/SIGTERM (exit 130/143).
+  if (auto run = ih::begin_run(); !run.ok()) {
+    std::cerr << "ERROR: " << ih::to_string(run.error().kind) << ": " << run.error().message << "\n";
+    return ih::cli::kExitHarnessError;
+  }
+  int code = ih::cli::kExitHarnessError;
+  try {
+    code = c.run(rest);
+  } catch (const std::exception& e) {
+    code = harness_defect(e);
+  }
+  return ih::end_run(code);
 }
 
 }  // namespace
@@ -49,7 +71,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   try {
     for (const Subcommand& c : kSubcommands)
-      if (command == c.name) return c.run(rest);
+      if (command == c.name) return run_subcommand(c, rest);
     if (command == "--version" || command == "version") {
       std::cout << "interop-harness " << kVersion << "\n";
       return kExitOk;
@@ -63,8 +85,6 @@ int main(int argc, char** argv) {
     print_help(std::cerr);
     return kExitBadInput;
   } catch (const std::exception& e) {
-    // Models return errors as values; anything thrown here is a harness defect, reported, not a crash.
-    std::cerr << "ERROR: harness_error: " << e.what() << "\n";
-    return kExitHarnessError;
+    return harness_defect(e);
   }
 }

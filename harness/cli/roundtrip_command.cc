@@ -17,6 +17,7 @@
 #include "harness/cli/commands.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
+#include "harness/process/run_scope.h"
 #include "harness/roundtrip/roundtrip_plan.h"
 #include "harness/roundtrip/world_run.h"
 
@@ -194,8 +195,8 @@ int worlds_command(const ParsedArgs& args) {
   if (auto keep = args.value("keep")) {
     work.path = *keep, work.keep = true;
   } else {
-    char templ[] = "/tmp/interop-harness-worlds-XXXXXX";
-    if (!mkdtemp(templ)) {
+    std::string templ = temp_dir() + "/interop-harness-worlds-XXXXXX";
+    if (!mkdtemp(templ.data())) {
       std::cerr << "ERROR: harness_error: cannot create a temporary directory\n";
       return kExitHarnessError;
     }
@@ -377,8 +378,8 @@ int roundtrip_command(const std::vector<std::string>& argv) {
   if (auto keep = args->value("keep")) {
     work.path = *keep, work.keep = true;
   } else {
-    char templ[] = "/tmp/interop-harness-roundtrip-XXXXXX";
-    if (!mkdtemp(templ)) {
+    std::string templ = temp_dir() + "/interop-harness-roundtrip-XXXXXX";
+    if (!mkdtemp(templ.data())) {
       std::cerr << "ERROR: harness_error: cannot create a temporary directory\n";
       return kExitHarnessError;
     }

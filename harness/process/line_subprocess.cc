@@ -1,5 +1,6 @@
 #include "harness/process/line_subprocess.h"
 
+#include "harness/process/run_scope.h"
 #include "harness/process/spawn.h"
 
 #include <fcntl.h>
@@ -22,12 +23,6 @@ namespace ih {
 namespace {
 
 // The descriptors and temporary file start() creates, released on every error path.
-// $TMPDIR when set (POSIX), else /tmp.
-std::string temp_dir() {
-  const char* dir = std::getenv("TMPDIR");
-  return dir && *dir ? dir : "/tmp";
-}
-
 struct StartResources {
   std::string stderr_path = temp_dir() + "/interop-harness-stderr-XXXXXX";
   int stderr_fd = -1;
@@ -56,7 +51,8 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   if (fcntl(r.to_child[1], F_SETFL, fcntl(r.to_child[1], F_GETFL) | O_NONBLOCK) != 0)
     return make_error(seam_kind::harness_error, std::string("cannot set up the pipe: ") + std::strerror(errno));
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error, not kill the harness
-  IH_TRY_ASSIGN(pid, spawn_child(argv, r.to_child[0], r.from_child[1], r.stderr_fd, false));
+  // Its own process group: stop() and an interrupt end what it started too (the adapter's world workers).
+  IH_TRY_ASSIGN(pid, spawn_child(argv, r.to_child[0], r.from_child[1], r.stderr_fd, true));
   LineSubprocess out;
   out.pid_ = pid;
   out.stdin_fd_ = std::exchange(r.to_child[1], -1);
@@ -87,15 +83,15 @@ void LineSubprocess::stop() {
   if (stdout_fd_ >= 0) close(stdout_fd_);
   stdin_fd_ = stdout_fd_ = -1;
   if (pid_ <= 0) return;
-  // Closing stdin ends the adapter's loop; give it a moment, then insist.
+  // Closing stdin ends the adapter's loop; give it a moment, then insist. Looked at without reaping,
+  // so the group id stays ours while whatever the child left in its group is killed.
   for (int i = 0; i < 50; ++i) {
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) break;
     usleep(20000);
   }
-  kill(pid_, SIGKILL);
+  kill(-pid_, SIGKILL);
+  forget_child(pid_);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
 }

@@ -1,5 +1,7 @@
 #include "harness/process/spawn.h"
 
+#include "harness/process/run_scope.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -36,19 +38,24 @@ Result<pid_t> spawn_child(const std::vector<std::string>& argv, int stdin_fd, in
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return make_error(seam_kind::harness_error, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    if (own_process_group) setpgid(0, 0);
-    const int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
-    if (in < 0 || dup2(in, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) fail_in_child(args[0]);
-    close_inherited_fds();
-    signal(SIGPIPE, SIG_DFL);  // the harness ignores SIGPIPE; an ignored signal would survive exec
-    execvp(args[0], args.data());
-    fail_in_child(args[0]);
-  }
-  if (own_process_group) setpgid(pid, pid);  // also from here, so the group exists before any kill
-  return pid;
+  return start_tracked_child([&]() -> Result<pid_t> {
+    const pid_t pid = fork();
+    if (pid < 0) return make_error(seam_kind::harness_error, std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      if (own_process_group) setpgid(0, 0);
+      const int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
+      if (in < 0 || dup2(in, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) fail_in_child(args[0]);
+      close_inherited_fds();
+      signal(SIGPIPE, SIG_DFL);  // the harness ignores SIGPIPE; an ignored signal would survive exec
+      sigset_t none;             // the run blocks SIGINT/SIGTERM for its own thread; a blocked one survives exec
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execvp(args[0], args.data());
+      fail_in_child(args[0]);
+    }
+    if (own_process_group) setpgid(pid, pid);  // also from here, so the group exists before any kill
+    return pid;
+  });
 }
 
 }  // namespace ih

@@ -1,5 +1,6 @@
 #include "harness/roundtrip/roundtrip_plan.h"
 
+#include "harness/process/run_scope.h"
 #include "harness/process/spawn.h"
 
 #include <fcntl.h>
@@ -105,22 +106,22 @@ Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& s, const st
 Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                                const std::function<void(const std::string&)>& on_line) {
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
-  char stderr_template[] = "/tmp/interop-harness-roundtrip-stderr-XXXXXX";
-  const int stderr_fd = mkostemp(stderr_template, O_CLOEXEC);
+  std::string stderr_template = temp_dir() + "/interop-harness-roundtrip-stderr-XXXXXX";
+  const int stderr_fd = mkostemp(stderr_template.data(), O_CLOEXEC);
   if (stderr_fd < 0)
     return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
   int from_child[2];
   if (pipe2(from_child, O_CLOEXEC) != 0) {
     const Error error =
         make_error(seam_kind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
-    close(stderr_fd), unlink(stderr_template);
+    close(stderr_fd), unlink(stderr_template.c_str());
     return error;
   }
   const auto started = std::chrono::steady_clock::now();
   // Its own process group: a timeout kills the rank workers too.
   auto spawned = spawn_child(argv, -1, from_child[1], stderr_fd, true);
   if (!spawned.ok()) {  // release everything this call made before it returns
-    close(from_child[0]), close(from_child[1]), close(stderr_fd), unlink(stderr_template);
+    close(from_child[0]), close(from_child[1]), close(stderr_fd), unlink(stderr_template.c_str());
     return spawned.error();
   }
   const pid_t pid = *spawned;
@@ -153,6 +154,7 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
         usleep(100000);
       }
       kill(-pid, SIGKILL);
+      forget_child(pid);
       waitpid(pid, &status, 0);
       out.timed_out = true;
       reaped = true;
@@ -178,6 +180,7 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
     siginfo_t info{};
     if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
       kill(-pid, SIGKILL);  // rank workers a crashed parent left behind, if any
+      forget_child(pid);
       waitpid(pid, &status, 0);
       reaped = true;
     }

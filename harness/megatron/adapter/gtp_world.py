@@ -247,6 +247,7 @@ class _ForkedWorker:
         err_path = os.path.join(world.dir, f"stderr_{rank}.txt")
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # child
             code = 1
@@ -265,7 +266,8 @@ class _ForkedWorker:
                 os.dup2(null, 0)
                 sys.stdin = open(os.devnull)
                 code = worker_loop(os.fdopen(r_req, "rb"), os.fdopen(w_rep, "wb"), rank, world.tp, world.gtp,
-                                   world.dp, store, int(max(30, timeout)), world.megatron_path, forked=True)
+                                   world.dp, store, int(max(30, timeout)), world.megatron_path, forked=True,
+                                   parent=parent)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
             finally:
@@ -404,10 +406,25 @@ def worker_main(argv):
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     return worker_loop(sys.stdin.buffer, out, args.rank, args.tp, args.gtp, args.dp, args.store, args.timeout,
-                       args.megatron_path, forked=False)
+                       args.megatron_path, forked=False, parent=os.getppid())
 
 
-def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, forked):
+def _die_with_parent(parent):
+    """A worker must not outlive the process that started it (the adapter killed alone, e.g. by a
+    SIGKILL the harness's process-group kill did not reach): Linux sends it SIGKILL when that
+    process dies. Elsewhere this is a no-op; the harness still ends the adapter's whole group."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+
+
+def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, forked, parent):
+    _die_with_parent(parent)
     ctx = Ctx()
     ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = rank, tp, gtp, dp
     ctx.size = tp * gtp * dp
