@@ -8,6 +8,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/output_places.h"
 #include "harness/install/data_dir.h"
 #include "harness/targets/targets.h"
 #include "mutants/mutant_implementation.h"
@@ -210,12 +211,9 @@ int pin_command(const std::vector<std::string>& argv) {
   }
   const std::filesystem::path dir =
       std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
+  if (const Status ready = check_output_folder("corpus", dir.string()); !ready.ok())
+    return report_error(ready.error(), kExitBadInput);
   std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    return report_error(
-        make_error(ErrorKind::invalid_argument, "cannot create " + dir.string() + ": " + error.message()),
-        kExitBadInput);
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::ifstream in(entry.path());
     std::stringstream text;

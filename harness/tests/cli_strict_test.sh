@@ -109,6 +109,7 @@ if [ -n "$(find "$tmp/pin" -name '*.pin' -print -quit)" ] || [ -e "$tmp/escaped.
 else
   pass pin-name-nothing-written
 fi
+check_fast pin-corpus-dev-full 5 2 "--corpus '/dev/full/regressions'" -- "$cli" pin "$token" --reason r --corpus /dev/full
 check pin-name-plain 0 "pinned $tmp/pin/corpus/regressions/plain_name.pin" -- \
   "$cli" pin "$token" --reason r --name plain_name --corpus "$tmp/pin/corpus"
 
