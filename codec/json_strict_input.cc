@@ -118,10 +118,9 @@ Status check_tensor(const Json& t, const std::string& where) {
   if (t.contains("global_offset")) {
     IH_TRY_ASSIGN(offsets, sizes(t.at("global_offset"), where + ".global_offset", 0));
     // The shard ends at offset + local length on its axis: that end must be a 64-bit number too.
-    const std::int64_t prepend =
-        t.contains("prepend_axis_num") && is_integer_in_64_bits(t.at("prepend_axis_num"))
-            ? t.at("prepend_axis_num").get<std::int64_t>()
-            : 0;
+    const std::int64_t prepend = t.contains("prepend_axis_num") && is_integer_in_64_bits(t.at("prepend_axis_num"))
+                                     ? t.at("prepend_axis_num").get<std::int64_t>()
+                                     : 0;
     const auto local = t.contains("local_shape") ? sizes(t.at("local_shape"), where, 0)
                                                  : Result<std::vector<std::int64_t>>(std::vector<std::int64_t>{});
     for (std::size_t i = 0; local.ok() && prepend >= 0 && i < local->size(); ++i) {
@@ -142,8 +141,7 @@ Status check_entry(const Json& entry, const std::string& where) {
   if (kind == "object") {
     IH_TRY_STATUS(only_fields(entry, where, {"kind", "key", "global_shape", "global_offset", "replica_id", "data"}));
     IH_TRY_STATUS(check_shape(entry, "global_shape", where));
-    if (entry.contains("global_offset"))
-      IH_TRY_STATUS(sizes(entry.at("global_offset"), where + ".global_offset", 0));
+    if (entry.contains("global_offset")) IH_TRY_STATUS(sizes(entry.at("global_offset"), where + ".global_offset", 0));
     IH_TRY_STATUS(check_replica(entry, where));
     if (entry.contains("data") && entry.at("data").is_object())
       IH_TRY_STATUS(only_fields(entry.at("data"), where + ".data", {"object"}));

@@ -78,11 +78,10 @@ TEST(JsonStrictInput, NeverRefusesTheCodecsOwnOutput) {
   t.replica_id = ReplicaId::tuple({0, 1, 0});
   t.prepend_axis_num = 1;
   t.data = TensorValue{{4, 8}, "float32", {{3, 0, 4}}};
-  const std::vector<FlatEntry> entries = {
-      {"a", Leaf(t)},
-      {"b", Leaf(ShardedObject{"o", ObjectRef{7}, {2}, {1}, ReplicaId::scalar(1)})},
-      {"c", Leaf(LocalNonpersistent{})},
-      {"d", Leaf(PlainValue{R"({"lr": [1, 2]})"})}};
+  const std::vector<FlatEntry> entries = {{"a", Leaf(t)},
+                                          {"b", Leaf(ShardedObject{"o", ObjectRef{7}, {2}, {1}, ReplicaId::scalar(1)})},
+                                          {"c", Leaf(LocalNonpersistent{})},
+                                          {"d", Leaf(PlainValue{R"({"lr": [1, 2]})"})}};
   EXPECT_EQ(strict_error(dump(entries_to_json(entries))), "ok");
 }
 

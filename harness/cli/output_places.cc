@@ -68,8 +68,8 @@ Status check_output_file(const std::string& flag, const std::string& path) {
   if (fs::exists(status)) {
     if (::access(path.c_str(), W_OK) != 0)
       return refused(flag, path, std::string("cannot write: ") + std::strerror(errno));
-    const std::string problem = probe_folder(fs::path(path).parent_path().empty() ? fs::path(".")
-                                                                                   : fs::path(path).parent_path());
+    const std::string problem =
+        probe_folder(fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());
     return problem.empty() ? Status(Ok{}) : refused(flag, path, problem);
   }
   const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
