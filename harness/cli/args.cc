@@ -65,7 +65,7 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& argv, const std::v
     // gated the reference): every flag takes one value.
     if (out.values.count(name))
       return make_error(ErrorKind::invalid_argument,
-                        "flag --" + name + " given twice ('" + out.values[name] + "' and again); give it once");
+                        "flag --" + name + " given twice (first '" + out.values[name] + "'); give it once");
     if (has_inline) {
       out.values[name] = inline_value;
     } else {
