@@ -106,14 +106,16 @@ static std::size_t nesting_depth(std::string_view text, std::size_t limit) {
   return deepest;
 }
 
-Result<Json> parse(std::string_view text) {
+Result<Json> parse(std::string_view text) { return detail::parse_tracked(text, nullptr); }
+
+Result<Json> detail::parse_tracked(std::string_view text, const Json::parser_callback_t& callback) {
   // The codec walks documents recursively; a bounded depth keeps a hostile document from
   // exhausting the stack (a 50,000-deep list crashed `retarget` before this limit).
   if (nesting_depth(text, kMaxJsonDepth) > kMaxJsonDepth)
     return make_error(ErrorKind::bad_json, "not valid JSON: nested deeper than " + std::to_string(kMaxJsonDepth) +
                                                " levels (the codec's limit, docs/cli.md)");
   try {
-    return Json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end(), callback);
   } catch (const nlohmann::json::exception& e) {
     return make_error(ErrorKind::bad_json, std::string("not valid JSON: ") + e.what());
   }

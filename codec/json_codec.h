@@ -22,6 +22,16 @@ inline constexpr std::size_t kMaxJsonDepth = 256;
 /// Parses a document; syntax errors and nesting deeper than kMaxJsonDepth become bad_json.
 Result<Json> parse(std::string_view text);
 
+/// parse, also refusing an object that gives a key twice (the parser would keep the last one
+/// silently); the error names the place from `root`, e.g. `entries[3].entry.global_shape`.
+Result<Json> parse_without_duplicate_keys(std::string_view text, const std::string& root);
+
+/// The checks a state dict from a user gets before it is decoded (docs/state-dict-json.md,
+/// "Strict input"): no field the format does not define, no negative shape, offset, replica id or
+/// data block, no shape whose element count or offset + length overflows 64 bits. Errors are
+/// bad_json naming the place from `root`, e.g. `entries[3].entry.global_shape[1]`.
+Status check_state_dict_input(const Json& document, const std::string& root);
+
 /// {"pattern", "ok": true, "num_gpt_layers", "attention_to_gpt", "mlp_to_gpt", "fresh_init"} or
 /// {"pattern", "ok": false, "error": {"kind", "message"}} (docs/cli.md).
 Json layer_maps_to_json(std::string_view pattern, const Result<GptCompatLayerMaps>& maps);

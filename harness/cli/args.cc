@@ -38,7 +38,8 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& argv, const std::v
   ParsedArgs out;
   bool options_ended = false;
   for (std::size_t i = 0; i < argv.size(); ++i) {
-    const std::string& arg = argv[i];
+    // -h is the one short flag: every command spells --help that way too.
+    const std::string& arg = !options_ended && argv[i] == "-h" ? std::string("--help") : argv[i];
     if (!options_ended && arg == "--") {
       options_ended = true;
       continue;
@@ -58,7 +59,14 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& argv, const std::v
     if (!spec->takes_value) {
       if (has_inline) return make_error(ErrorKind::invalid_argument, "flag --" + name + " takes no value");
       out.switches.push_back(name);
-    } else if (has_inline) {
+      continue;
+    }
+    // A second value would silently replace the first (`--target megatron --target reference`
+    // gated the reference): every flag takes one value.
+    if (out.values.count(name))
+      return make_error(ErrorKind::invalid_argument,
+                        "flag --" + name + " given twice (first '" + out.values[name] + "'); give it once");
+    if (has_inline) {
       out.values[name] = inline_value;
     } else {
       if (i + 1 >= argv.size()) return make_error(ErrorKind::invalid_argument, "flag --" + name + " needs a value");

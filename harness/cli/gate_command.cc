@@ -10,6 +10,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/finding_checks.h"
@@ -135,19 +136,29 @@ void require_all(std::vector<gate::CheckResult>& results, const std::string& all
   }
 }
 
-int list_mutants(const TargetSpec& spec) {
+/// `--list-mutants`: one line per mutant, or with --json {"mutants": [{"name", "bug_class", "description"}]}.
+int list_mutants(const TargetSpec& spec, bool as_json) {
+  json::Json listed_json{{"mutants", json::Json::array()}};
+  const auto add = [&](const std::string& name, const json::Json& bug_class, const std::string& bug_class_text,
+                       const std::string& description) {
+    if (as_json)
+      listed_json["mutants"].push_back({{"name", name}, {"bug_class", bug_class}, {"description", description}});
+    else
+      std::cout << name << "\t" << bug_class_text << "\t" << description << "\n";
+  };
   if (spec.target == "reference") {
-    for (const MutantInfo& m : mutant_catalogue())
-      std::cout << m.name << "\t" << m.bug_class << "\t" << m.description << "\n";
-    return kExitOk;
+    for (const MutantInfo& m : mutant_catalogue()) add(m.name, m.bug_class, m.bug_class, m.description);
+  } else {
+    auto megatron = MegatronImplementation::start({.megatron_path = spec.megatron_path});
+    if (!megatron.ok()) return report_error(megatron.error());
+    auto listed = (*megatron)->list_mutants();
+    if (!listed.ok()) return report_error(listed.error());
+    for (const auto& m : listed->value("mutants", json::Json::array())) {
+      const json::Json bug_class = m.value("spec_bug_class", json::Json("-"));
+      add(m.value("name", std::string()), bug_class, json::dump(bug_class), m.value("description", std::string()));
+    }
   }
-  auto megatron = MegatronImplementation::start({.megatron_path = spec.megatron_path});
-  if (!megatron.ok()) return report_error(megatron.error());
-  auto listed = (*megatron)->list_mutants();
-  if (!listed.ok()) return report_error(listed.error());
-  for (const auto& m : listed->value("mutants", json::Json::array()))
-    std::cout << m.value("name", std::string()) << "\t" << json::dump(m.value("spec_bug_class", json::Json("-")))
-              << "\t" << m.value("description", std::string()) << "\n";
+  if (as_json) std::cout << json::dump(listed_json) << "\n";
   return kExitOk;
 }
 
@@ -169,7 +180,12 @@ int gate_command(const std::vector<std::string>& argv) {
   if (!args) return exit_code;
   auto spec = validated(spec_of(*args));
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
-  if (args->has("list-mutants")) return list_mutants(*spec);
+  if (args->has("list-mutants")) return list_mutants(*spec, args->has("json"));
+  // The report folder is checked (and cleared of an earlier run's files) before the checks run.
+  if (const auto report = args->value("report")) {
+    const Status ready = prepare_output_folder("report", *report, report::is_gate_report_file);
+    if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
+  }
   auto budget = budget_of(*args, *spec);
   if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
   auto checks = all_checks(*budget, spec->target != "reference");
@@ -188,10 +204,9 @@ int gate_command(const std::vector<std::string>& argv) {
   auto results = gate::run_checks(**target, *checks, base_token(*spec, *budget, *args), *known, progress);
   if (run.require_all) require_all(results, args->value("allow-not-run").value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
-  if (args->value("report")) {
-    const Status written = report::write_gate_reports(*args->value("report"), run, results);
-    if (!written.ok()) return report_error(written.error(), kExitBadInput);
-  }
+  // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
+  const Status written =
+      args->value("report") ? report::write_gate_reports(*args->value("report"), run, results) : Status(Ok{});
   progress << "\n" << gate::summary_table(results);
   for (const gate::CheckResult& r : results)
     if (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::harness_error ||
@@ -203,6 +218,7 @@ int gate_command(const std::vector<std::string>& argv) {
                                                                  : "NO VERDICT (" + std::to_string(run.exit_code) + ")";
   progress << "gate: " << verdict << "\n";
   if (args->has("json")) std::cout << report::gate_json(run, results);
+  if (!written.ok()) return report_error(written.error(), kExitHarnessError);
   return run.exit_code;
 }
 

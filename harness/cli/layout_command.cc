@@ -1,12 +1,12 @@
 // `interop-harness layout gdp|mamba ...`: which rank saves which rows of an in_proj weight.
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/output_places.h"
 #include "harness/report/layout_report.h"
 
 namespace ih::cli {
@@ -79,10 +79,8 @@ int layout_command(const std::vector<std::string>& argv) {
                      std::to_string(kMaxLayoutRanks) + " (docs/cli.md, Limits)");
   const auto svg_path = args->value("svg");
   if (svg_path) {  // refuse before any work, and say why
-    const std::filesystem::path parent = std::filesystem::path(*svg_path).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-      return bad_input("--svg " + *svg_path + ": the folder " + parent.string() + " does not exist (create it first)");
+    const Status writable = check_output_file("svg", *svg_path);
+    if (!writable.ok()) return report_error(writable.error(), kExitBadInput);
   }
   if (auto key = args->value("key")) params.key = *key;
   const std::string design = args->value("design").value_or("shard-split");
@@ -91,21 +89,20 @@ int layout_command(const std::vector<std::string>& argv) {
   params.design = design == "gather" ? GtpSaveDesign::gather : GtpSaveDesign::shard_split;
   auto report = report::build_layout_report(params);
   if (!report.ok()) return report_error(report.error(), kExitBadInput);
+  // A picture that cannot be written still leaves the table (or JSON) on stdout; the exit says it was lost.
+  std::string svg_failure;
   if (svg_path) {
     std::ofstream svg(*svg_path);
-    if (!svg) return bad_input("--svg " + *svg_path + ": cannot open for writing: " + std::strerror(errno));
-    svg << report::layout_report_svg(*report);
-    svg.close();
-    if (!svg)
-      return report_error(
-          make_error(seam_kind::harness_error, "--svg " + *svg_path + ": write failed: " + std::strerror(errno)),
-          kExitHarnessError);
+    if (svg) svg << report::layout_report_svg(*report);
+    if (svg) svg.close();
+    if (!svg) svg_failure = "--svg " + *svg_path + ": write failed: " + std::strerror(errno);
   }
   if (args->has("json"))
     std::cout << report::layout_report_json(*report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
   else
     std::cout << report::layout_report_text(*report);
+  if (!svg_failure.empty()) return report_error(make_error(seam_kind::harness_error, svg_failure), kExitHarnessError);
   return report->integrity.ok() ? kExitOk : kExitCheckFailed;
 }
 

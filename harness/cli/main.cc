@@ -1,4 +1,7 @@
 // interop-harness: the command-line entry point. One table of subcommands: dispatch and help.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iomanip>
 #include <iostream>
@@ -62,11 +65,19 @@ int run_subcommand(const Subcommand& c, const std::vector<std::string>& rest) {
   return ih::end_run(code);
 }
 
-}  // namespace
+/// The command's exit code, or a harness error when what it printed on stdout did not arrive
+/// (`retarget ... > /dev/full` exited 0 with its output lost): one check for every command.
+int with_stdout_checked(int exit_code) {
+  std::cout.flush();
+  const bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!lost) return exit_code;
+  std::cerr << "ERROR: harness_error: cannot write standard output (" << std::strerror(errno)
+            << "); the command's output is lost\n";
+  return ih::cli::kExitHarnessError;
+}
 
-int main(int argc, char** argv) {
+int run_command(const std::vector<std::string>& args) {
   using namespace ih::cli;
-  const std::vector<std::string> args(argv + 1, argv + argc);
   const std::string command = args.empty() ? "" : args[0];
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   try {
@@ -87,4 +98,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return harness_defect(e);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return with_stdout_checked(run_command(std::vector<std::string>(argv + 1, argv + argc)));
 }

@@ -27,11 +27,12 @@ const CommandSpec kMake = {"interop-harness pattern make --gpt-layers N --block 
                            {{"gpt-layers", true, "number of GPT layers N"},
                             {"block", true, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'"},
                             {"segments", true, "pipeline segments S; S must divide the block count"}}};
-const CommandSpec kCheck = {"interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]",
-                            {{"gpt-layers", true, "the GPT checkpoint's layer count N"},
-                             {"pp", true, "pipeline-parallel size P, 1.." + std::to_string(kMaxPipelineRanks)}},
-                            1,
-                            1};
+const CommandSpec kCheck = {
+    "interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]",
+    {{"gpt-layers", true, "the GPT checkpoint's layer count N, 0.." + std::to_string(kMaxGptLayers)},
+     {"pp", true, "pipeline-parallel size P, 1.." + std::to_string(kMaxPipelineRanks)}},
+    1,
+    1};
 
 int bad_input(ErrorKind kind, const std::string& message) {
   return report_error(make_error(kind, message), kExitBadInput);
@@ -140,7 +141,9 @@ int check_command(const std::vector<std::string>& argv) {
   if (!args) return exit_code;
   const std::string text = args->positionals[0];
   const auto counts = pattern::layer_counts(text);
-  const auto gpt_layers = args->int_value("gpt-layers", -1);
+  // Not given: no layer count to compare (-1); given: a real count (`--gpt-layers -3` paired "yes").
+  const auto gpt_layers = args->value("gpt-layers") ? args->int_value("gpt-layers", 0, 0, kMaxGptLayers)
+                                                    : Result<std::int64_t>(std::int64_t{-1});
   const auto pp = args->int_value("pp", 1, 1, kMaxPipelineRanks);
   if (!counts.ok()) return report_error(counts.error(), kExitBadInput);
   if (!gpt_layers.ok()) return report_error(gpt_layers.error(), kExitBadInput);

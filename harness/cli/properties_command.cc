@@ -8,6 +8,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/output_places.h"
 #include "harness/install/data_dir.h"
 #include "harness/targets/targets.h"
 #include "mutants/mutant_implementation.h"
@@ -31,14 +32,24 @@ const CommandSpec kProperties = {
      {"only", true, "run only properties whose name contains this text"},
      {"json", false, "machine-readable output"}}};
 
-int list(bool mutants) {
+/// `--list` / `--list-mutants`: aligned lines, or with --json {"properties": [{"name", "group",
+/// "description"}]} / {"mutants": [{"name", "bug_class", "description"}]}.
+int list(bool mutants, bool as_json) {
+  json::Json listed = json::Json::array();
   if (mutants) {
-    for (const MutantInfo& m : mutant_catalogue())
-      std::cout << std::left << std::setw(40) << m.name << std::setw(7) << m.bug_class << m.description << "\n";
-    return kExitOk;
+    for (const MutantInfo& m : mutant_catalogue()) {
+      listed.push_back({{"name", m.name}, {"bug_class", m.bug_class}, {"description", m.description}});
+      if (!as_json)
+        std::cout << std::left << std::setw(40) << m.name << std::setw(7) << m.bug_class << m.description << "\n";
+    }
+  } else {
+    for (const props::Property& p : props::all_properties()) {
+      listed.push_back({{"name", p.name}, {"group", p.group}, {"description", p.description}});
+      if (!as_json)
+        std::cout << std::left << std::setw(32) << p.name << std::setw(10) << p.group << p.description << "\n";
+    }
   }
-  for (const props::Property& p : props::all_properties())
-    std::cout << std::left << std::setw(32) << p.name << std::setw(10) << p.group << p.description << "\n";
+  if (as_json) std::cout << json::dump(json::Json{{mutants ? "mutants" : "properties", listed}}) << "\n";
   return kExitOk;
 }
 
@@ -59,7 +70,7 @@ int properties_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(argv, kProperties, exit_code);
   if (!args) return exit_code;
-  if (args->has("list") || args->has("list-mutants")) return list(args->has("list-mutants"));
+  if (args->has("list") || args->has("list-mutants")) return list(args->has("list-mutants"), args->has("json"));
   auto seed = args->int_value("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
   auto cases = args->int_value("cases", 100, 1, kMaxCases);
   auto size = args->int_value("max-size", 100, 0, kMaxSize);
@@ -161,19 +172,32 @@ std::string file_stem(const std::string& check) {
   return out.substr(0, 60);
 }
 
+/// Why `name` is not a plain file name for corpus/regressions/ (`--name ../../x` wrote outside it), or "".
+std::string pin_name_problem(const std::string& name) {
+  if (name.empty()) return "an empty name";
+  if (name.find('/') != std::string::npos || name.find("..") != std::string::npos)
+    return "a plain file name is expected (no '/', no '..')";
+  if (name.front() == '.') return "a name must not start with '.'";
+  if (name.size() > 200) return "longer than 200 characters";
+  for (const char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "control characters are not allowed";
+  return "";
+}
+
 }  // namespace
 
 int pin_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv,
-                                 {"interop-harness pin TOKEN --reason \"...\"   |   interop-harness pin --replay FILE",
-                                  {{"reason", true, "one line: why this case is pinned"},
-                                   {"replay", true, "replay a pinned file instead (ctest does this)"},
-                                   {"name", true, "file name (default: the check's name and a number)"},
-                                   {"corpus", true, "corpus folder (default: the source tree's corpus/)"}},
-                                  0,
-                                  1},
-                                 exit_code);
+  const auto args =
+      open_command(argv,
+                   {"interop-harness pin TOKEN --reason \"...\"   |   interop-harness pin --replay FILE",
+                    {{"reason", true, "one line: why this case is pinned"},
+                     {"replay", true, "replay a pinned file instead (ctest does this)"},
+                     {"name", true, "plain file name, without .pin (default: the check's name and a number)"},
+                     {"corpus", true, "corpus folder (default: the source tree's corpus/)"}},
+                    0,
+                    1},
+                   exit_code);
   if (!args) return exit_code;
   if (args->value("replay")) return replay_pinned(*args->value("replay"));
   if (args->positionals.size() != 1 || !args->value("reason") || args->value("reason")->find('\n') != std::string::npos)
@@ -187,12 +211,9 @@ int pin_command(const std::vector<std::string>& argv) {
   }
   const std::filesystem::path dir =
       std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
+  if (const Status ready = check_output_folder("corpus", dir.string()); !ready.ok())
+    return report_error(ready.error(), kExitBadInput);
   std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    return report_error(
-        make_error(ErrorKind::invalid_argument, "cannot create " + dir.string() + ": " + error.message()),
-        kExitBadInput);
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::ifstream in(entry.path());
     std::stringstream text;
@@ -203,10 +224,16 @@ int pin_command(const std::vector<std::string>& argv) {
                           kExitBadInput);
   }
   std::string name = args->value("name").value_or("");
+  if (const auto problem = args->value("name") ? pin_name_problem(name) : ""; !problem.empty())
+    return report_error(make_error(ErrorKind::invalid_argument, "--name '" + name + "': " + problem), kExitBadInput);
   for (int i = 1; name.empty() || std::filesystem::exists(dir / (name + ".pin")); ++i)
     name = file_stem(token->check) + "_" + std::to_string(i);
   const std::filesystem::path path = dir / (name + ".pin");
-  std::ofstream(path) << format_pinned({*token, *args->value("reason")});
+  std::ofstream out(path);
+  out << format_pinned({*token, *args->value("reason")});
+  out.close();
+  if (!out)
+    return report_error(make_error(seam_kind::harness_error, "cannot write " + path.string()), kExitHarnessError);
   std::cout << "pinned " << path.string() << "\n";
   return kExitOk;
 }

@@ -15,6 +15,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/output_places.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/process/run_scope.h"
@@ -124,12 +125,19 @@ std::string mib(std::int64_t bytes) {
 /// Worlds mode (docs/roundtrip.md, "Worlds"): save with A ranks, load with B ranks, each world an
 /// mpirun launch; every element checked by the LibTorch verifier against the C++ oracle.
 int worlds_command(const ParsedArgs& args) {
-  if (args.has("list")) {
+  if (args.has("list")) {  // with --json: {"scenarios": [{"name", "description"} or {"name", "not_run"}]}
+    json::Json listed = json::Json::array();
     for (const auto& name : world_scenario_names()) {
       auto s = make_world_scenario(name, 4, 2);
-      std::cout << name << ": " << (s.ok() ? s->description : s.error().message) << "\n";
+      const std::string description = s.ok() ? s->description : s.error().message;
+      listed.push_back({{"name", name}, {"description", description}});
+      if (!args.has("json")) std::cout << name << ": " << description << "\n";
     }
-    for (const auto& [name, why] : world_scenarios_not_run()) std::cout << name << ": NOT RUN: " << why << "\n";
+    for (const auto& [name, why] : world_scenarios_not_run()) {
+      listed.push_back({{"name", name}, {"not_run", why}});
+      if (!args.has("json")) std::cout << name << ": NOT RUN: " << why << "\n";
+    }
+    if (args.has("json")) std::cout << json::dump(json::Json{{"scenarios", listed}}) << "\n";
     return kExitOk;
   }
   const auto bad = [](const std::string& message) { return bad_input(message); };
@@ -353,6 +361,10 @@ int roundtrip_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(argv, kRoundtrip, exit_code);
   if (!args) return exit_code;
+  if (const auto keep = args->value("keep")) {  // checked (and created) before anything runs
+    const Status ready = check_output_folder("keep", *keep);
+    if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
+  }
   for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks", "device", "fault"})
     if (args->has(world_flag)) return worlds_command(*args);
   if (args->value("target").value_or("") != "megatron")

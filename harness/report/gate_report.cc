@@ -216,4 +216,10 @@ Status write_gate_reports(const std::string& dir, const GateRun& run, const std:
   return Ok{};
 }
 
+bool is_gate_report_file(std::string_view name) {
+  if (name.size() > 8 && name.substr(name.size() - 8) == ".partial") name.remove_suffix(8);
+  if (name == "junit.xml" || name == "report.json" || name == "summary.md") return true;
+  return name.rfind("layout-", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".svg";
+}
+
 }  // namespace ih::report

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/gate/gate.h"
@@ -26,6 +27,10 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
 /// Writes junit.xml, report.json and summary.md (and one SVG per failing layout) into `dir`,
 /// creating it; names the file it could not write.
 Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results);
+
+/// Whether a file name in a report folder is one write_gate_reports writes (or its .partial): the
+/// files the gate removes from a reused folder before a run, so none of an earlier run's are left.
+bool is_gate_report_file(std::string_view name);
 
 /// Writes `text` to `path` through a temporary file and a rename, so a reader never sees half a file.
 Status write_file_atomically(const std::string& path, const std::string& text);
