@@ -56,6 +56,8 @@ struct Property {
   std::function<PropertyRun(Implementation&, const RunParams&)> run;
   /// Built-in cases by name (spec worked examples), each returning (printed case, verdict).
   std::map<std::string, std::function<std::pair<std::string, Verdict>(Implementation&)>> fixtures;
+  /// The in_proj layout of each spec case that has one (drawn in the reports when it fails).
+  std::map<std::string, GtpCase> fixture_layouts;
 };
 
 /// Reads RC_PARAMS now (RapidCheck prints its "Using configuration" line on first use).
@@ -120,12 +122,14 @@ std::string capacity_note(const Implementation& impl, const WorldCapacity& capac
 template <class Case>
 Property make_property(std::string name, std::string group, std::string description, rc::Gen<Case> gen,
                        Verdict (*check)(Implementation&, const Case&), std::map<std::string, Case> fixtures = {}) {
-  Property p{name, std::move(group), std::move(description), {}, {}};
+  Property p{name, std::move(group), std::move(description), {}, {}, {}};
   p.run = [name, gen, check](Implementation& impl, const RunParams& params) {
     return detail::run_property(name, gen, check, impl, params);
   };
-  for (auto& [fixture, c] : fixtures)
+  for (auto& [fixture, c] : fixtures) {
     p.fixtures[fixture] = [c, check](Implementation& impl) { return std::make_pair(detail::show(c), check(impl, c)); };
+    if (auto layout = detail::layout_of(c)) p.fixture_layouts[fixture] = *layout;
+  }
   return p;
 }
 

@@ -79,8 +79,12 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            for (const auto& [fixture, unused] : property.fixtures) {
              const props::Replay spec_case = props::run_spec_case(target, property, fixture);
              if (spec_case.outcome != Outcome::failed) continue;
+             const auto layout = property.fixture_layouts.find(fixture);
              gate::CheckAnswer answer{Outcome::failed, "spec case '" + fixture + "': " + spec_case.verdict,
-                                      spec_case.printed_case, std::nullopt, std::nullopt};
+                                      spec_case.printed_case, std::nullopt,
+                                      layout == property.fixture_layouts.end()
+                                          ? std::nullopt
+                                          : std::optional<props::GtpCase>(layout->second)};
              answer.case_token = ReproToken{props::property_check_name(property.name), {{"spec", fixture}}};
              return answer;
            }
@@ -133,6 +137,7 @@ void require_all(std::vector<gate::CheckResult>& results, const std::string& all
     if (allow) continue;
     r.answer.outcome = Outcome::failed;
     r.answer.detail = "--require-all: did not run (" + r.answer.detail + ")";
+    r.never_ran = true;
   }
 }
 
@@ -205,18 +210,14 @@ int gate_command(const std::vector<std::string>& argv) {
   if (run.require_all) require_all(results, args->value("allow-not-run").value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
-  const Status written =
-      args->value("report") ? report::write_gate_reports(*args->value("report"), run, results) : Status(Ok{});
+  const Status written = args->value("report")
+                             ? report::write_gate_reports(*args->value("report"), run, results, **target)
+                             : Status(Ok{});
   progress << "\n" << gate::summary_table(results);
   for (const gate::CheckResult& r : results)
-    if (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::harness_error ||
-        r.answer.outcome == Outcome::timeout)
+    if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
       progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
-  const std::string verdict = run.exit_code == kExitOk            ? "PASSED"
-                              : run.exit_code == kExitCheckFailed ? "FAILED"
-                              : run.exit_code == kExitNothingRan  ? "NOTHING RAN"
-                                                                 : "NO VERDICT (" + std::to_string(run.exit_code) + ")";
-  progress << "gate: " << verdict << "\n";
+  progress << gate::verdict_line(run.exit_code, results) << "\n";
   if (args->has("json")) std::cout << report::gate_json(run, results);
   if (!written.ok()) return report_error(written.error(), kExitHarnessError);
   return run.exit_code;

@@ -101,6 +101,11 @@ CheckResult run_one(Implementation& target, const Check& check, const ReproToken
   CheckResult result{check.group, check.name, check.run(target), base, std::nullopt, 0};
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.token.check = check.check_name();
+  if (result.answer.outcome == Outcome::not_run) {  // a check that never ran has no case: its reason only
+    result.answer.minimal_case.clear();
+    result.answer.case_token.reset();
+    result.answer.layout.reset();
+  }
   if (result.answer.case_token) {
     for (const auto& [name, value] : base.options) result.answer.case_token->options.emplace(name, value);
     result.token = *result.answer.case_token;
@@ -148,6 +153,43 @@ std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Ch
     progress << progress_word(results.back()) << "\n";
   }
   return results;
+}
+
+bool has_repro(const CheckResult& r) {
+  return !r.never_ran && (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::known_finding ||
+                          r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout);
+}
+
+int stale_findings(const std::vector<CheckResult>& results) {
+  return static_cast<int>(std::count_if(results.begin(), results.end(), [](const CheckResult& r) {
+    return r.answer.outcome == Outcome::passed && !r.answer.detail.empty();
+  }));
+}
+
+std::string verdict_counts(const std::vector<CheckResult>& results) {
+  std::map<Outcome, int> counts;
+  for (const CheckResult& r : results) ++counts[r.answer.outcome];
+  const auto count = [](int n, const std::string& one, const std::string& many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::string parts;
+  const auto add = [&parts](const std::string& part) { parts += (parts.empty() ? "" : ", ") + part; };
+  if (counts[Outcome::failed]) add(count(counts[Outcome::failed], "failed", "failed"));
+  add(count(counts[Outcome::passed], "passed", "passed"));
+  if (counts[Outcome::not_run]) add(count(counts[Outcome::not_run], "not run", "not run"));
+  if (counts[Outcome::known_finding]) add(count(counts[Outcome::known_finding], "known finding", "known findings"));
+  if (counts[Outcome::harness_error]) add(count(counts[Outcome::harness_error], "harness error", "harness errors"));
+  if (counts[Outcome::timeout]) add(count(counts[Outcome::timeout], "timeout", "timeouts"));
+  if (const int stale = stale_findings(results)) add(count(stale, "stale finding", "stale findings"));
+  return "(" + parts + ")";
+}
+
+std::string verdict_line(int exit_code, const std::vector<CheckResult>& results) {
+  const std::string verdict = exit_code == kExitOk            ? "PASSED"
+                              : exit_code == kExitCheckFailed ? "FAILED"
+                              : exit_code == kExitNothingRan  ? "NOTHING RAN"
+                                                              : "NO VERDICT (" + std::to_string(exit_code) + ")";
+  return "gate: " + verdict + " " + verdict_counts(results);
 }
 
 std::string summary_table(const std::vector<CheckResult>& results) {

@@ -49,7 +49,20 @@ struct CheckResult {
   ReproToken token;                          // replays this check (or, for properties, its failing case)
   std::optional<std::string> known_finding;  // the reason of the pinned finding this failure matches
   double seconds = 0;
+  bool never_ran = false;  // a NOT RUN check that --require-all turned into a failure: nothing to replay
 };
+
+/// Whether `r` has a case to replay (a REPRO line): it ran and has no clean verdict.
+bool has_repro(const CheckResult& r);
+
+/// The counts behind a verdict, e.g. "(2 failed, 56 passed, 15 not run, 5 known findings)": every
+/// outcome that occurred (passed always), and the passed checks whose pinned finding is stale.
+std::string verdict_counts(const std::vector<CheckResult>& results);
+/// The gate's last console line, e.g. "gate: PASSED (58 passed, 15 not run, 5 known findings)";
+/// scripts read it by its start ("gate: PASSED", "gate: FAILED", "gate: NOTHING RAN", "gate: NO VERDICT").
+std::string verdict_line(int exit_code, const std::vector<CheckResult>& results);
+/// How many checks passed although a known finding is pinned for them (the finding is stale).
+int stale_findings(const std::vector<CheckResult>& results);
 
 /// Pinned layer-map cases from corpus/pinned/layer_maps.jsonl (expected answers from the spec).
 Result<std::vector<Check>> pinned_layer_map_checks(const std::string& corpus_dir);

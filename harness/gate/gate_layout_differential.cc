@@ -19,6 +19,13 @@ std::string chunks_text(const Result<std::vector<ShardedTensor>>& chunks) {
   return json::dump(out);
 }
 
+/// The in_proj layout a failing case draws in the reports (the target's tiling beside the reference's).
+props::GtpCase drawn_case(const GdpDims& dims, std::int64_t tp, std::int64_t gtp, std::int64_t pad) {
+  props::GtpCase drawn;
+  drawn.dims = dims, drawn.tp = tp, drawn.gtp = gtp, drawn.pad_alignment = pad, drawn.cols = 2;
+  return drawn;
+}
+
 Result<std::string> check_split_chunks(Implementation& target) {
   ReferenceImplementation reference;
   struct Case {
@@ -190,7 +197,7 @@ std::string pieces_text(const Result<StateNode>& built) {
 }
 
 /// The PR's shard-split factory (spec 4.7) on examples B and C and a rows < p*G case.
-Result<std::string> check_gtp_pieces(Implementation& target) {
+Result<std::string> check_gtp_pieces(Implementation& target, std::optional<props::GtpCase>& failing) {
   ReferenceImplementation reference;
   struct Case {
     GdpDims dims;
@@ -205,13 +212,25 @@ Result<std::string> check_gtp_pieces(Implementation& target) {
         auto got = target.gtp_pieces(GtpSaveDesign::shard_split, params);
         if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
         const std::string want_text = pieces_text(reference.gtp_pieces(GtpSaveDesign::shard_split, params));
-        if (pieces_text(got) != want_text)
+        if (pieces_text(got) != want_text) {
+          failing = drawn_case(c.dims, c.tp, c.gtp, c.pad);
           return "D " + std::to_string(*layout.total_rows()) + ", T " + std::to_string(c.tp) + " t " +
                  std::to_string(t) + ", G " + std::to_string(c.gtp) + " g " + std::to_string(g) +
                  "\n      reference: " + want_text + "\n      target:    " + pieces_text(got);
+        }
       }
   }
   return std::string();
+}
+
+/// A differential check whose failing case has an in_proj layout, which the reports draw.
+Check layout_check(std::string name, Result<std::string> (*body)(Implementation&, std::optional<props::GtpCase>&)) {
+  return Check{"differential", std::move(name), [body](Implementation& target) {
+                 std::optional<props::GtpCase> failing;
+                 CheckAnswer answer = answer_of(body(target, failing));
+                 if (answer.outcome == Outcome::failed) answer.layout = failing;
+                 return answer;
+               }};
 }
 
 }  // namespace
@@ -224,8 +243,7 @@ std::vector<Check> layout_differential_checks() {
                         check_fsdp_trees),
           Check::simple("differential", "GTP padding, D 1-130 x G 1-64 x p 0/16/32 and the spec's production sizes",
                         check_gtp_padding),
-          Check::simple("differential", "GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G",
-                        check_gtp_pieces)};
+          layout_check("GTP shard-split pieces (the PR's factory), examples B and C, rows < p*G", check_gtp_pieces)};
 }
 
 }  // namespace ih::gate

@@ -9,15 +9,19 @@
 
 #include "codec/json_codec.h"
 #include "harness/report/layout_report.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::report {
 namespace {
 
 std::string repro_line(const gate::CheckResult& r) { return "interop-harness repro " + to_string(r.token); }
 
-bool has_repro(const gate::CheckResult& r) {
-  return r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::known_finding ||
-         r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
+using gate::has_repro;
+
+/// "; picture: layout-x.svg" for a check with a picture, else "".
+std::string picture_note(const Pictures& pictures, const gate::CheckResult& r) {
+  const auto found = pictures.find(gate_check_name(r.group, r.name));
+  return found == pictures.end() ? "" : "picture: " + found->second + " (in the report folder)";
 }
 
 std::string xml_escaped(std::string_view text) {
@@ -65,7 +69,7 @@ std::string verdict_word(int exit_code) {
 
 }  // namespace
 
-std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
   json::Json checks = json::Json::array();
   for (const auto& r : results) {
     json::Json check{{"name", gate_check_name(r.group, r.name)},
@@ -77,6 +81,8 @@ std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& 
     if (!r.answer.minimal_case.empty()) check["minimal_case"] = r.answer.minimal_case;
     if (r.known_finding) check["known_finding"] = *r.known_finding;
     if (has_repro(r)) check["repro"] = repro_line(r);
+    if (const auto picture = pictures.find(gate_check_name(r.group, r.name)); picture != pictures.end())
+      check["picture"] = picture->second;
     checks.push_back(std::move(check));
   }
   json::Json counts = json::Json::object();
@@ -88,12 +94,14 @@ std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& 
                           {"seed", run.seed},
                           {"property_cases", run.property_cases},
                           {"require_all", run.require_all},
+                          {"verdict_line", gate::verdict_line(run.exit_code, results)},
+                          {"stale_findings", gate::stale_findings(results)},
                           {"counts", counts},
                           {"checks", checks}};
   return json::dump(report) + "\n";
 }
 
-std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
   auto counts = counts_of(results);
   double seconds = 0;
   for (const auto& r : results) seconds += r.seconds;
@@ -113,14 +121,16 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
   for (const auto& r : results) {
     out << "    <testcase classname=\"" << xml_escaped("gate." + r.group) << "\" name=\"" << xml_escaped(r.name)
         << "\" time=\"" << r.seconds << "\"";
-    const std::string body = r.answer.detail +
-                             (r.answer.minimal_case.empty() ? "" : "\nminimal case: " + r.answer.minimal_case) +
-                             (has_repro(r) ? "\nREPRO: " + repro_line(r) : "");
+    const std::string picture = picture_note(pictures, r);
+    const std::string body =
+        r.answer.detail + (r.answer.minimal_case.empty() ? "" : "\nminimal case: " + r.answer.minimal_case) +
+        (has_repro(r) ? "\nREPRO: " + repro_line(r) : "") + (picture.empty() ? "" : "\n" + picture);
+    // The message leads with the picture: CI pages often show only the (shortened) message.
+    const std::string message = (picture.empty() ? "" : picture + "; ") + r.answer.detail.substr(0, 200);
     switch (r.answer.outcome) {
       case Outcome::passed: out << "/>\n"; continue;
       case Outcome::failed:
-        out << ">\n      <failure message=\"" << xml_escaped(r.answer.detail.substr(0, 200)) << "\">"
-            << xml_escaped(body) << "</failure>\n";
+        out << ">\n      <failure message=\"" << xml_escaped(message) << "\">" << xml_escaped(body) << "</failure>\n";
         break;
       case Outcome::not_run:
         out << ">\n      <skipped message=\"" << xml_escaped("not run: " + r.answer.detail) << "\"/>\n";
@@ -141,10 +151,10 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
   return out.str();
 }
 
-std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
   auto counts = counts_of(results);
   std::ostringstream out;
-  out << "## interop-harness gate: " << verdict_word(run.exit_code) << "\n\n"
+  out << "## interop-harness gate: " << verdict_word(run.exit_code) << " " << gate::verdict_counts(results) << "\n\n"
       << "Target: `" << markdown_cell(run.target) << "`  \nSeed " << run.seed << ", " << run.property_cases
       << " cases per property" << (run.require_all ? ", every check required to run" : "") << ".\n\n"
       << "| passed | failed | known finding | not run | harness error | timeout |\n|---|---|---|---|---|---|\n"
@@ -156,8 +166,11 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
     if (r.answer.outcome == Outcome::passed) continue;
     if (!header) out << "\n| outcome | check | detail | repro |\n|---|---|---|---|\n", header = true;
     const std::string detail = r.known_finding ? *r.known_finding : r.answer.detail;
+    const auto picture = pictures.find(gate_check_name(r.group, r.name));
     out << "| " << to_string(r.answer.outcome) << " | " << markdown_cell(r.group + ": " + r.name) << " | "
-        << markdown_cell(detail.substr(0, 300)) << " | " << (has_repro(r) ? "`" + repro_line(r) + "`" : "") << " |\n";
+        << markdown_cell(detail.substr(0, 300))
+        << (picture == pictures.end() ? "" : " [picture: " + picture->second + "](" + picture->second + ")") << " | "
+        << (has_repro(r) ? "`" + repro_line(r) + "`" : "") << " |\n";
   }
   return out.str();
 }
@@ -182,37 +195,51 @@ Status write_file_atomically(const std::string& path, const std::string& text) {
   return Ok{};
 }
 
-Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results) {
+namespace {
+
+LayoutParams layout_params_of(const props::GtpCase& c) {
+  LayoutParams params{c.mixer == "mamba" ? MixerFamily::mamba : MixerFamily::gdp,
+                      c.dims.d_inner_local,
+                      c.dims.group_state_local,
+                      c.dims.nheads_local,
+                      c.dims.householder,
+                      c.tp,
+                      c.gtp,
+                      c.pad_alignment,
+                      c.cols};
+  params.design = c.design;
+  return params;
+}
+
+}  // namespace
+
+Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results,
+                          Implementation& target) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     return make_error(ErrorKind::invalid_argument,
                       "--report " + dir + ": cannot create the folder: " + error.message());
   const std::filesystem::path base(dir);
-  IH_TRY_STATUS(write_file_atomically((base / "junit.xml").string(), gate_junit(run, results)));
-  IH_TRY_STATUS(write_file_atomically((base / "report.json").string(), gate_json(run, results)));
-  IH_TRY_STATUS(write_file_atomically((base / "summary.md").string(), gate_markdown(run, results)));
+  // Pictures first, so that no report links a file that is not there.
+  Pictures pictures;
   for (const auto& r : results) {
     if (!r.answer.layout || (r.answer.outcome != Outcome::failed && r.answer.outcome != Outcome::known_finding))
       continue;
-    // The picture shows how the clean reference tiles the failing case's layout, beside the failure.
-    const props::GtpCase& c = *r.answer.layout;
-    LayoutParams params{c.mixer == "mamba" ? MixerFamily::mamba : MixerFamily::gdp,
-                        c.dims.d_inner_local,
-                        c.dims.group_state_local,
-                        c.dims.nheads_local,
-                        c.dims.householder,
-                        c.tp,
-                        c.gtp,
-                        c.pad_alignment,
-                        c.cols};
-    params.design = c.design;
-    const auto layout = build_layout_report(params);
-    if (!layout.ok()) continue;  // a layout the model refuses has no picture; the failure text says why
+    const LayoutParams params = layout_params_of(*r.answer.layout);
+    ReferenceImplementation reference_model;
+    const auto reference = build_layout_report(params, reference_model);
+    if (!reference.ok()) continue;  // a layout the model refuses has no picture; the failure text says why
     std::string stem;
     for (char ch : r.name) stem += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-    IH_TRY_STATUS(write_file_atomically((base / ("layout-" + stem + ".svg")).string(), layout_report_svg(*layout)));
+    const std::string file = "layout-" + stem + ".svg";
+    IH_TRY_STATUS(write_file_atomically(
+        (base / file).string(), layout_comparison_svg(*reference, build_layout_report(params, target), run.target)));
+    pictures[gate_check_name(r.group, r.name)] = file;
   }
+  IH_TRY_STATUS(write_file_atomically((base / "junit.xml").string(), gate_junit(run, results, pictures)));
+  IH_TRY_STATUS(write_file_atomically((base / "report.json").string(), gate_json(run, results, pictures)));
+  IH_TRY_STATUS(write_file_atomically((base / "summary.md").string(), gate_markdown(run, results, pictures)));
   return Ok{};
 }
 

@@ -2,6 +2,7 @@
 // and a Markdown summary for a CI job page. Written whole or not at all (temporary file + rename).
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,13 +21,20 @@ struct GateRun {
   int exit_code = 0;
 };
 
-std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results);
-std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results);
-std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results);
+/// A failing check's picture: check name ("gate/<group>/<name>") -> SVG file name in the report folder.
+using Pictures = std::map<std::string, std::string>;
 
-/// Writes junit.xml, report.json and summary.md (and one SVG per failing layout) into `dir`,
-/// creating it; names the file it could not write.
-Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results);
+std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures = {});
+std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>& results,
+                       const Pictures& pictures = {});
+std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results,
+                          const Pictures& pictures = {});
+
+/// Writes junit.xml, report.json and summary.md into `dir`, creating it, and for each failing check
+/// with an in_proj layout an SVG of `target`'s own tiling of it beside the reference's (linked from
+/// the other three); names the file it could not write.
+Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results,
+                          Implementation& target);
 
 /// Whether a file name in a report folder is one write_gate_reports writes (or its .partial): the
 /// files the gate removes from a reused folder before a run, so none of an earlier run's are left.

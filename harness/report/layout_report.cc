@@ -1,5 +1,6 @@
 #include "harness/report/layout_report.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "models/split_factory.h"
@@ -27,8 +28,10 @@ GtpFactoryParams factory_params(const LayoutReport& r, std::int64_t t, std::int6
   return f;
 }
 
-// The entries one (t, g) saves: GTP factories for G > 1, the plain split factory for G = 1.
-Result<StateNode> build_rank(const LayoutReport& r, std::int64_t t, std::int64_t g) {
+// The entries one (t, g) saves: from `source`'s GTP factory at every G (as the GTP checks build
+// them) when given, else the model's GTP factories for G > 1 and the plain split factory for G = 1.
+Result<StateNode> build_rank(const LayoutReport& r, std::int64_t t, std::int64_t g, Implementation* source) {
+  if (source) return source->gtp_pieces(r.params.design, factory_params(r, t, g));
   if (r.params.gtp == 1) {
     IH_TRY_ASSIGN(orig, tp_row_sharded(r.params.key, r.padding.rows, r.params.cols, r.params.tp, t, {},
                                        TensorValue::of_storage(1, {r.padding.rows, r.params.cols}, "bfloat16")));
@@ -50,9 +53,7 @@ void add_pieces(LayoutReport& r, std::int64_t t, std::int64_t g, const StateNode
   });
 }
 
-}  // namespace
-
-Result<LayoutReport> build_layout_report(const LayoutParams& params) {
+Result<LayoutReport> build_report(const LayoutParams& params, Implementation* source) {
   LayoutReport r{params, {}, {}, {}, {}, {}};
   IH_TRY_ASSIGN(layout, layout_of(params));
   r.layout = std::move(layout);
@@ -60,18 +61,62 @@ Result<LayoutReport> build_layout_report(const LayoutParams& params) {
   IH_TRY_STATUS(require_positive(params.gtp, "--gtp"));
   IH_TRY_STATUS(require_positive(params.cols, "--cols"));
   IH_TRY_ASSIGN(rows, r.layout.total_rows());
-  IH_TRY_ASSIGN(padding, params.gtp == 1 ? gtp_padding(rows, 1, 0) : gtp_padding(rows, params.gtp, params.pad_align));
+  const bool split_factory = params.gtp == 1 && !source;  // the non-GTP factory ignores p
+  IH_TRY_ASSIGN(padding, split_factory ? gtp_padding(rows, 1, 0) : gtp_padding(rows, params.gtp, params.pad_align));
   r.padding = padding;
   GlobalMetadata meta;
   for (std::int64_t t = 0; t < params.tp; ++t)
     for (std::int64_t g = 0; g < params.gtp; ++g) {
       if (r.padding.all_padding(g)) r.padding_only_ranks.emplace_back(t, g);
-      IH_TRY_ASSIGN(built, build_rank(r, t, g));
+      IH_TRY_ASSIGN(built, build_rank(r, t, g, source));
       add_pieces(r, t, g, built);
       meta.add_tree(t * params.gtp + g, built);
     }
   r.integrity = check_integrity(meta);
   return r;
+}
+
+}  // namespace
+
+Result<LayoutReport> build_layout_report(const LayoutParams& params) { return build_report(params, nullptr); }
+
+Result<LayoutReport> build_layout_report(const LayoutParams& params, Implementation& source) {
+  return build_report(params, &source);
+}
+
+std::map<std::string, std::int64_t> key_rows(const LayoutReport& report) {
+  std::map<std::string, std::int64_t> rows;
+  for (const ReportPiece& p : report.pieces)
+    if (p.main_replica && !p.global_shape.empty()) rows.emplace(p.key, p.global_shape[0]);
+  return rows;
+}
+
+std::vector<CoverageGap> coverage_gaps(const LayoutReport& report, const std::map<std::string, std::int64_t>& rows) {
+  std::map<std::string, std::map<std::int64_t, int>> steps;  // key -> row -> change of the cover count
+  for (const auto& [key, n] : rows) steps[key][0] += 0, steps[key][n] += 0;
+  for (const ReportPiece& p : report.pieces) {
+    if (!p.main_replica || p.global_offset.empty() || p.local_shape.empty()) continue;
+    steps[p.key][p.global_offset[0]] += 1;
+    steps[p.key][p.global_offset[0] + p.local_shape[0]] -= 1;
+  }
+  std::vector<CoverageGap> gaps;
+  for (const auto& [key, changes] : steps) {
+    const auto known = rows.find(key);
+    const std::int64_t end = known != rows.end() ? known->second : changes.rbegin()->first;
+    int covered = 0;
+    for (auto it = changes.begin(); it != changes.end(); ++it) {
+      covered += it->second;
+      const auto next = std::next(it);
+      if (next == changes.end()) break;
+      const std::int64_t from = std::max<std::int64_t>(it->first, 0), to = std::min(next->first, end);
+      if (from >= to || covered == 1) continue;
+      if (!gaps.empty() && gaps.back().key == key && gaps.back().end == from && gaps.back().covered_by == covered)
+        gaps.back().end = to;
+      else
+        gaps.push_back({key, from, to, covered});
+    }
+  }
+  return gaps;
 }
 
 nlohmann::json layout_report_json(const LayoutReport& r) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 
 #include "models/gtp_layout.h"
 #include "models/integrity.h"
+#include "seam/implementation.h"
 
 namespace ih::report {
 
@@ -54,6 +56,22 @@ struct LayoutReport {
 
 /// Builds the pieces of every (t, g) through the model's factories and checks their integrity.
 Result<LayoutReport> build_layout_report(const LayoutParams& params);
+/// The same with the pieces `source`'s GTP factory answers at every G (gtp_pieces, as the GTP checks
+/// build them): an implementation's own tiling.
+Result<LayoutReport> build_layout_report(const LayoutParams& params, Implementation& source);
+
+/// Rows of one saved tensor that no main piece covers (a hole, covered_by 0) or that two or more
+/// main pieces cover (an overlap).
+struct CoverageGap {
+  std::string key;
+  std::int64_t begin = 0, end = 0;  // [begin, end) in the key's global rows
+  int covered_by = 0;
+};
+
+/// Each key's global rows (axis 0 of its global shape), as a report's main pieces name them.
+std::map<std::string, std::int64_t> key_rows(const LayoutReport& report);
+/// The holes and overlaps of `report`'s main pieces within `rows` (each key's rows: the reference's).
+std::vector<CoverageGap> coverage_gaps(const LayoutReport& report, const std::map<std::string, std::int64_t>& rows);
 
 /// {"shard_rows", "pad_rows", "padding_only_ranks", "pieces": [...], "integrity": {"ok", "problems"}}.
 nlohmann::json layout_report_json(const LayoutReport& report);
@@ -63,5 +81,10 @@ std::string layout_report_text(const LayoutReport& report);
 
 /// A standalone SVG: one column per TP rank, pieces coloured by rank, chunk and GTP boundaries, pad rows.
 std::string layout_report_svg(const LayoutReport& report);
+
+/// A standalone SVG of a failing check's case: the reference's tiling beside the target's own, each
+/// piece placed where it says it sits (its global offset), the target's holes and overlaps marked.
+std::string layout_comparison_svg(const LayoutReport& reference, const Result<LayoutReport>& target,
+                                  const std::string& target_name);
 
 }  // namespace ih::report
