@@ -210,9 +210,8 @@ int gate_command(const std::vector<std::string>& argv) {
   if (run.require_all) require_all(results, args->value("allow-not-run").value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
-  const Status written = args->value("report")
-                             ? report::write_gate_reports(*args->value("report"), run, results, **target)
-                             : Status(Ok{});
+  const Status written =
+      args->value("report") ? report::write_gate_reports(*args->value("report"), run, results, **target) : Status(Ok{});
   progress << "\n" << gate::summary_table(results);
   for (const gate::CheckResult& r : results)
     if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
