@@ -52,7 +52,7 @@ Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional
           ErrorKind::invalid_argument,
           "--megatron-path applies to a token of target megatron only (this one names target " + spec.target + ")");
     spec.megatron_path = megatron_path;
-    return spec;
+    return validated(spec);  // a checkout, named by its absolute path on the target line
   }
   if (spec.megatron_path && !is_megatron_checkout(*spec.megatron_path)) {
     notes << "NOTE: the token's megatron-path " << *spec.megatron_path
