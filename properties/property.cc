@@ -5,9 +5,111 @@
 #include <rapidcheck/detail/Configuration.h>
 #include <rapidcheck/detail/TestListener.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string_view>
+
 namespace ih::props {
 
 void load_configuration() { rc::detail::configuration(); }
+
+namespace {
+
+/// A RapidCheck Random's serialized fields (Random.hpp): key, bits, counter, bit index.
+struct RandomState {
+  std::uint64_t bits = 0, counter = 0;
+  std::uint8_t bit_index = 0;
+};
+
+RandomState state_of(const rc::Random& random) {
+  std::vector<std::uint8_t> bytes;
+  rc::serialize(random, std::back_inserter(bytes));
+  RandomState out;
+  std::array<std::uint64_t, 4> key{};
+  auto at = rc::detail::deserializeN<std::uint64_t>(bytes.begin(), bytes.end(), key.size(), key.begin());
+  at = rc::detail::deserializeCompact(at, bytes.end(), out.bits);
+  at = rc::detail::deserializeCompact(at, bytes.end(), out.counter);
+  if (at != bytes.end()) out.bit_index = *at;
+  return out;
+}
+
+/// RapidCheck's base64 (its Base64.cpp: this alphabet, 6 bits a character, least significant first).
+std::optional<std::vector<std::uint8_t>> decode_base64(const std::string& text) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+_";
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    int nbits = 0;
+    std::uint32_t bits = 0;
+    for (std::size_t j = i; j < std::min(text.size(), i + 4); ++j, nbits += 6) {
+      const auto value = kAlphabet.find(text[j]);
+      if (value == std::string_view::npos) return std::nullopt;
+      bits |= static_cast<std::uint32_t>(value) << nbits;
+    }
+    for (; nbits >= 8; nbits -= 8, bits >>= 8) out.push_back(static_cast<std::uint8_t>(bits));
+  }
+  return out;
+}
+
+/// Walks a reproduce map's bytes as RapidCheck's deserialize does, with the bounds check its
+/// Random reader lacks: it reads the bit index without looking for the end, so a truncated string
+/// makes it read on past the buffer (a crash, not an exception).
+bool whole_reproduce_map(const std::vector<std::uint8_t>& bytes) {
+  namespace rcd = rc::detail;
+  try {
+    auto at = bytes.begin();
+    std::uint64_t entries = 0;
+    at = rcd::deserializeCompact(at, bytes.end(), entries);
+    if (entries != 1) return false;
+    std::string name;
+    at = rcd::deserialize(at, bytes.end(), name);
+    std::array<std::uint64_t, 4> key{};
+    at = rcd::deserializeN<std::uint64_t>(at, bytes.end(), key.size(), key.begin());
+    std::uint64_t bits = 0, counter = 0;
+    at = rcd::deserializeCompact(at, bytes.end(), bits);
+    at = rcd::deserializeCompact(at, bytes.end(), counter);
+    if (at == bytes.end()) return false;  // the bit index
+    ++at;
+    std::uint32_t size = 0;
+    at = rcd::deserialize(at, bytes.end(), size);
+    std::vector<std::size_t> path;
+    at = rcd::deserializeCompact<std::size_t>(at, bytes.end(), std::back_inserter(path)).first;
+    return at == bytes.end();
+  } catch (const rcd::SerializationException&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+Status check_reproduce(const std::string& name, const std::string& reproduce) {
+  const auto bad = [&](const std::string& why) {
+    return make_error(ErrorKind::invalid_argument, "rc= is not a RapidCheck case of property " + name + ": " + why);
+  };
+  // Checked here first: RapidCheck reads a truncated string past its end. Only its base64 alphabet
+  // passes, so the text cannot add other configuration keys either.
+  const auto bytes = decode_base64(reproduce);
+  if (reproduce.empty() || !bytes) return bad("it is not RapidCheck's base64");
+  if (!whole_reproduce_map(*bytes)) return bad("it is cut short or holds more than one case");
+  std::unordered_map<std::string, rc::detail::Reproduce> map;
+  try {
+    map = rc::detail::configFromString("reproduce=" + reproduce).reproduce;
+  } catch (const std::exception& e) {  // RapidCheck reports a bad string by throwing
+    return bad(std::string("it does not decode (") + e.what() + ")");
+  }
+  if (map.size() != 1 || !map.count(name)) return bad("it names another property");
+  const rc::detail::Reproduce& r = map.at(name);
+  if (r.size < 0 || r.size > kMaxCaseSize)
+    return bad("its size " + std::to_string(r.size) + " is outside [0, " + std::to_string(kMaxCaseSize) + "]");
+  // Each case's Random is split off fresh: counter 0, fewer than 64 path bits, none above them.
+  const RandomState random = state_of(r.random);
+  if (random.counter != 0 || random.bit_index >= 64 || (random.bits >> random.bit_index) != 0)
+    return bad("its random state is not one RapidCheck starts a case with");
+  return Ok{};
+}
 
 namespace detail {
 namespace {

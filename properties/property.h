@@ -63,6 +63,14 @@ struct Property {
 /// Reads RC_PARAMS now (RapidCheck prints its "Using configuration" line on first use).
 void load_configuration();
 
+/// The largest RapidCheck size a case is generated with (the CLI's --max-size limit).
+inline constexpr int kMaxCaseSize = 10'000;
+/// Checks a token's rc= value before RapidCheck sees it: a reproduce string of exactly this
+/// property whose state RapidCheck itself could have written (a fresh Random, a size within
+/// [0, kMaxCaseSize]). RapidCheck asserts (aborts) on a Random in the middle of a block, which a
+/// hand-made or damaged string can hold; this refuses it as invalid_argument instead.
+Status check_reproduce(const std::string& name, const std::string& reproduce);
+
 namespace detail {
 /// The last case a property body generated, printed (read by run_rapidcheck after a run).
 std::string& last_case();

@@ -39,6 +39,19 @@ void add_case_options(ReproToken& token, const RunParams& params, const Property
   if (!run.reproduce.empty()) token.options["rc"] = run.reproduce;
 }
 
+Status check_case(const Property& property, const ReproToken& token) {
+  const auto fixture = token.option("spec");
+  const auto reproduce = token.option("rc");
+  if (fixture && reproduce) return make_error(ErrorKind::invalid_argument, "the token names two cases (rc= and spec=)");
+  if (!fixture && !reproduce) return make_error(ErrorKind::invalid_argument, "the token names no case (rc= or spec=)");
+  if (reproduce) return check_reproduce(property.name, *reproduce);
+  if (property.fixtures.count(*fixture)) return Ok{};
+  std::string known;
+  for (const auto& [name, unused] : property.fixtures) known += (known.empty() ? "" : ", ") + name;
+  return make_error(ErrorKind::invalid_argument, "property " + property.name + " has no spec case '" + *fixture +
+                                                     "' (its spec cases: " + (known.empty() ? "none" : known) + ")");
+}
+
 Replay run_spec_case(Implementation& impl, const Property& property, const std::string& fixture) {
   Replay out;
   const auto it = property.fixtures.find(fixture);
@@ -67,6 +80,8 @@ Replay replay(Implementation& impl, const Property& property, const ReproToken& 
   const PropertyRun run = property.run(impl, params);
   // RapidCheck replays a token only to show a failure; a case that now holds comes back as this message.
   const bool holds_now = run.description.find("Reproduced result is not a failure") != std::string::npos;
+  // A shrink path this generator cannot walk (a generator changed, or an rc= edited and re-signed).
+  out.no_such_case = run.description.find("Unable to reproduce minimum value") != std::string::npos;
   out.printed_case = run.outcome == Outcome::failed ? run.counterexample : run.last_case;
   out.outcome = holds_now ? Outcome::passed : run.outcome;
   if (!holds_now && run.outcome != Outcome::passed) out.verdict = run.description;

@@ -40,7 +40,12 @@ struct Replay {
   std::string printed_case;
   Outcome outcome = Outcome::passed;  // harness_error: the token no longer regenerates its case
   std::string verdict;                // what broke, or why there is no verdict
+  bool no_such_case = false;          // rc='s shrink path leads nowhere: a damaged or stale token
 };
+
+/// Checks, before any target starts, that a token names one case this property can replay: a known
+/// spec= case, or an rc= string RapidCheck can take (check_reproduce). invalid_argument otherwise.
+Status check_case(const Property& property, const ReproToken& token);
 
 /// Replays the case a token names (rc=<RapidCheck reproduce string> or spec=<fixture>) against `impl`.
 Replay replay(Implementation& impl, const Property& property, const ReproToken& token);

@@ -1,7 +1,9 @@
 // The subcommands of interop-harness; each returns a process exit code (args.h).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "seam/repro_token.h"
@@ -18,10 +20,14 @@ int mutants_command(const std::vector<std::string>& args);
 int properties_command(const std::vector<std::string>& args);
 /// `pin TOKEN --reason R` writes corpus/regressions/<name>.pin; `pin --replay FILE` replays one.
 int pin_command(const std::vector<std::string>& args);
+/// Reads a TOKEN argument (repro, pin): an ih2 token whose checksum matches, or an old ih1 token
+/// only where it is the text of a case pinned in the corpus (it has no checksum, so an edited one
+/// could name another case). Anything else is invalid_argument ("damaged token").
+Result<ReproToken> token_argument(std::string_view text);
 /// Replays one property case named by a token, printing the case and the verdict.
-int property_repro_command(const ReproToken& token);
-/// Replays any token: a property case or a gate check.
-int replay_token(const ReproToken& token);
+int property_repro_command(const ReproToken& token, const std::optional<std::string>& megatron_path);
+/// Replays any token: a property case or a gate check; `megatron_path` overrides the token's hint.
+int replay_token(const ReproToken& token, const std::optional<std::string>& megatron_path = std::nullopt);
 int roundtrip_command(const std::vector<std::string>& args);
 
 }  // namespace ih::cli

@@ -206,7 +206,9 @@ int gate_command(const std::vector<std::string>& argv) {
   progress << "INFO: gate target " << run.target << "\n"
            << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
-  auto results = gate::run_checks(**target, *checks, base_token(*spec, *budget, *args), *known, progress);
+  ReproToken base = base_token(*spec, *budget, *args);
+  add_target_identity(base, **target);
+  auto results = gate::run_checks(**target, *checks, base, *known, progress);
   if (run.require_all) require_all(results, args->value("allow-not-run").value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
@@ -225,8 +227,10 @@ int gate_command(const std::vector<std::string>& argv) {
 namespace {
 
 /// Replays one gate check (not a property case) named by `token`.
-int replay_gate_check(const ReproToken& token) {
-  const TargetSpec spec = target_of(token);
+int replay_gate_check(const ReproToken& token, const std::optional<std::string>& megatron_path) {
+  const auto replayed = replay_target_of(token, megatron_path, std::cout);
+  if (!replayed.ok()) return report_error(replayed.error(), kExitBadInput);
+  const TargetSpec& spec = *replayed;
   Budget budget;
   const auto seed = parse_int(token.option("seed").value_or("1"));
   const auto cases = parse_int(token.option("cases").value_or(spec.target == "reference" ? "25" : "5"));
@@ -247,6 +251,7 @@ int replay_gate_check(const ReproToken& token) {
   auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
   std::cout << "target:   " << describe_target(**target, spec) << "\n";
+  warn_if_other_megatron(token, **target, std::cout);
   const auto results = gate::run_checks(**target, {*found}, token, *known, std::cout);
   std::cout << gate::summary_table(results);
   return exit_code_of(outcomes_of(results));
@@ -254,19 +259,25 @@ int replay_gate_check(const ReproToken& token) {
 
 }  // namespace
 
-int replay_token(const ReproToken& token) {
-  if (token.check.rfind("property/", 0) == 0) return property_repro_command(token);
-  return replay_gate_check(token);
+int replay_token(const ReproToken& token, const std::optional<std::string>& megatron_path) {
+  if (token.check.rfind("property/", 0) == 0) return property_repro_command(token, megatron_path);
+  return replay_gate_check(token, megatron_path);
 }
 
 int repro_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(
-      argv, {"interop-harness repro TOKEN   (as printed after REPRO: by a failing check)", {}, 1, 1}, exit_code);
+      argv,
+      {"interop-harness repro TOKEN [--megatron-path DIR]   (TOKEN as printed after REPRO: by a failing check)",
+       {{"megatron-path", true,
+         "replay a megatron token against this Megatron-LM checkout (the token's path is a hint)"}},
+       1,
+       1},
+      exit_code);
   if (!args) return exit_code;
-  auto token = parse_repro_token(args->positionals[0]);
+  auto token = token_argument(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
-  return replay_token(*token);
+  return replay_token(*token, args->value("megatron-path"));
 }
 
 int mutants_command(const std::vector<std::string>& argv) {
@@ -332,6 +343,7 @@ int mutants_command(const std::vector<std::string>& argv) {
     auto target = make_target(mutated);
     if (!target.ok()) return report_error(target.error());
     ReproToken base = base_token(mutated, *budget, *args);
+    add_target_identity(base, **target);
     std::ostringstream quiet;
     const auto results = gate::run_checks(**target, *checks, base, gate::KnownFindings{}, quiet);
     json::Json killed_by = json::Json::array();

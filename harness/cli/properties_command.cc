@@ -1,4 +1,4 @@
-// `interop-harness properties`, `pin` and the replay of property cases (`repro ih1:property/...`).
+// `interop-harness properties`, `pin` and the replay of property cases (`repro ih2:property/...`).
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -127,15 +127,52 @@ int properties_command(const std::vector<std::string>& argv) {
   return exit_code;
 }
 
-int property_repro_command(const ReproToken& token) {
+Result<ReproToken> token_argument(std::string_view text) {
+  if (!is_legacy_token(text)) return parse_repro_token(text);
+  auto token = parse_legacy_repro_token(text);
+  const std::filesystem::path corpus = install::corpus_dir();
+  if (token.ok())
+    for (const auto& [folder, extension] : {std::pair{"regressions", ".pin"}, std::pair{"findings", ".finding"}}) {
+      std::error_code error;
+      for (const auto& entry : std::filesystem::directory_iterator(corpus / folder, error)) {
+        if (entry.path().extension() != extension) continue;
+        std::ifstream in(entry.path());
+        std::stringstream file;
+        file << in.rdbuf();
+        const auto pinned = parse_pinned(file.str());
+        if (pinned.ok() && pinned->token == *token) return token;
+      }
+    }
+  return make_error(ErrorKind::invalid_argument,
+                    "damaged token '" + std::string(text.substr(0, 200)) +
+                        "': an ih1 token carries no checksum, so this harness replays one only where it is a case "
+                        "pinned in " +
+                        corpus.string() +
+                        " (this one is not: changed on its way, or never pinned); re-run the "
+                        "check for its ih2 token");
+}
+
+int property_repro_command(const ReproToken& token, const std::optional<std::string>& megatron_path) {
   auto property = props::property_of(token);
   if (!property.ok()) return report_error(property.error(), kExitBadInput);
-  const TargetSpec spec = target_of(token);
-  auto impl = make_target(spec);
+  if (const Status valid = props::check_case(**property, token); !valid.ok())
+    return report_error(valid.error().with_context("damaged token (or one from another version of the harness)"),
+                        kExitBadInput);
+  auto spec = replay_target_of(token, megatron_path, std::cout);
+  if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
+  auto impl = make_target(*spec);
   if (!impl.ok()) return report_error(impl.error());
   const props::Replay r = props::replay(**impl, **property, token);
+  if (r.no_such_case)
+    return report_error(make_error(ErrorKind::invalid_argument,
+                                   "damaged token (or one from another version of the harness): its rc= shrink path "
+                                   "leads to no case of property " +
+                                       (*property)->name),
+                        kExitBadInput);
   std::cout << "property: " << (*property)->name << " (" << (*property)->description << ")\n"
-            << "target:   " << describe_target(**impl, spec) << "\ncase:     " << r.printed_case << "\n";
+            << "target:   " << describe_target(**impl, *spec) << "\n";
+  warn_if_other_megatron(token, **impl, std::cout);
+  std::cout << "case:     " << r.printed_case << "\n";
   switch (r.outcome) {
     case Outcome::passed: std::cout << "result:   holds\n"; break;
     case Outcome::failed: std::cout << "result:   FAILED\n          " << r.verdict << "\n"; break;
@@ -203,7 +240,7 @@ int pin_command(const std::vector<std::string>& argv) {
   if (args->positionals.size() != 1 || !args->value("reason") || args->value("reason")->find('\n') != std::string::npos)
     return report_error(make_error(ErrorKind::invalid_argument, "pin needs a TOKEN and a one-line --reason"),
                         kExitBadInput);
-  auto token = parse_repro_token(args->positionals[0]);
+  auto token = token_argument(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
   if (token->check.rfind("property/", 0) == 0) {
     auto property = props::property_of(*token);

@@ -17,6 +17,71 @@ void add_target_options(ReproToken& token, const TargetSpec& spec) {
   if (spec.megatron_path) token.options["megatron-path"] = *spec.megatron_path;
 }
 
+namespace {
+
+bool is_megatron_checkout(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(std::filesystem::path(path) / "megatron/core/__init__.py", error);
+}
+
+/// The version and revision a Megatron target reports ("" where it has none).
+std::pair<std::string, std::string> megatron_identity(const Implementation& target) {
+  const auto* megatron = dynamic_cast<const MegatronImplementation*>(&target);
+  if (!megatron) return {};
+  const json::Json& identity = megatron->identity();
+  const auto text = [&](const char* field) {
+    return identity.contains(field) && identity[field].is_string() ? identity[field].get<std::string>() : std::string();
+  };
+  return {text("version"), text("revision")};
+}
+
+}  // namespace
+
+void add_target_identity(ReproToken& token, const Implementation& target) {
+  const auto [version, revision] = megatron_identity(target);
+  if (!version.empty()) token.options["megatron-version"] = version;
+  if (!revision.empty()) token.options["megatron-revision"] = revision;
+}
+
+Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional<std::string>& megatron_path,
+                                    std::ostream& notes) {
+  TargetSpec spec = target_of(token);
+  if (megatron_path) {
+    if (spec.target != "megatron")
+      return make_error(
+          ErrorKind::invalid_argument,
+          "--megatron-path applies to a token of target megatron only (this one names target " + spec.target + ")");
+    spec.megatron_path = megatron_path;
+    return validated(spec);  // a checkout, named by its absolute path on the target line
+  }
+  if (spec.megatron_path && !is_megatron_checkout(*spec.megatron_path)) {
+    notes << "NOTE: the token's megatron-path " << *spec.megatron_path
+          << " is no Megatron-LM checkout here; replaying against the installed package (give --megatron-path DIR "
+             "to choose a checkout)\n";
+    spec.megatron_path.reset();
+  }
+  return spec;
+}
+
+void warn_if_other_megatron(const ReproToken& token, const Implementation& target, std::ostream& notes) {
+  if (token.target() != "megatron") return;
+  const auto [version, revision] = megatron_identity(target);
+  const auto named_version = token.option("megatron-version");
+  const auto named_revision = token.option("megatron-revision");
+  const auto describe = [](const std::string& v, const std::string& r) {
+    return "megatron-core " + (v.empty() ? std::string("(version not named)") : v) +
+           (r.empty() ? std::string(" (no revision)") : " (revision " + r + ")");
+  };
+  if (!named_version) {
+    notes << "NOTE: the token names no Megatron version (a pinned finding or an older token); this replay runs "
+          << describe(version, revision) << "\n";
+    return;
+  }
+  if (*named_version == version && named_revision.value_or("") == revision) return;
+  notes << "WARNING: the token was printed against " << describe(*named_version, named_revision.value_or(""))
+        << "; this replay runs " << describe(version, revision) << ": the verdict may differ\n";
+}
+
 Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target == "reference") {
     if (spec.megatron_path)
@@ -27,9 +92,7 @@ Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target != "megatron")
     return make_error(ErrorKind::invalid_argument, "unknown target '" + spec.target + "' (known: reference, megatron)");
   if (spec.megatron_path) {
-    std::error_code error;
-    if (!std::filesystem::is_regular_file(std::filesystem::path(*spec.megatron_path) / "megatron/core/__init__.py",
-                                          error))
+    if (!is_megatron_checkout(*spec.megatron_path))
       return make_error(ErrorKind::invalid_argument,
                         "--megatron-path " + *spec.megatron_path +
                             " holds no megatron/core/__init__.py (not a Megatron-LM checkout)");

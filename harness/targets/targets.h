@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "seam/implementation.h"
@@ -23,6 +24,18 @@ struct TargetSpec {
 TargetSpec target_of(const ReproToken& token);
 /// Writes the target options into a token.
 void add_target_options(ReproToken& token, const TargetSpec& spec);
+
+/// Names the Megatron `target` runs in a token by version and revision (megatron-version,
+/// megatron-revision): a token says what it was printed against, its path is only a hint.
+void add_target_identity(ReproToken& token, const Implementation& target);
+/// The target to replay `token` against. `megatron_path` (repro --megatron-path) overrides the
+/// token's path hint; a hint that is no Megatron checkout here falls back to the installed package,
+/// said in a NOTE on `notes`. --megatron-path with a reference token is invalid_argument.
+Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional<std::string>& megatron_path,
+                                    std::ostream& notes);
+/// A WARNING on `notes` when `target` is not the Megatron version and revision the token names
+/// (the verdict of the replay may then differ from the one the token was printed with).
+void warn_if_other_megatron(const ReproToken& token, const Implementation& target, std::ostream& notes);
 
 /// Checks the spec before any work: a known target, a known C++ mutant, a --megatron-path that holds
 /// megatron/core. Bad input is invalid_argument.

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
+import zlib
 
 cli, corpus = sys.argv[1], sys.argv[2]
 failures = []
@@ -43,12 +44,12 @@ try:
     junit = ElementTree.parse(os.path.join(a, "junit.xml")).getroot()
     failed_cases = junit.findall(".//testcase/failure")
     check("junit parses and has failures", len(failed_cases) > 0 and int(junit.attrib["failures"]) == len(failed_cases))
-    check("junit failure carries a REPRO line", all("REPRO: interop-harness repro ih1:" in (f.text or "") for f in failed_cases))
+    check("junit failure carries a REPRO line", all("REPRO: interop-harness repro ih2:" in (f.text or "") for f in failed_cases))
     report = json.load(open(os.path.join(a, "report.json")))
     failed = [c for c in report["checks"] if c["outcome"] == "failed"]
     check("json report lists the failures", report["ok"] is False and len(failed) == len(failed_cases))
     summary = open(os.path.join(a, "summary.md")).read()
-    check("markdown summary shows the failure", "FAILED" in summary and "interop-harness repro ih1:" in summary)
+    check("markdown summary shows the failure", "FAILED" in summary and "interop-harness repro ih2:" in summary)
     token = failed[0]["repro"].split()[-1]
     replay = run("repro", token)
     check("the REPRO line reproduces the failure", replay.returncode == 1, f"rc={replay.returncode} {replay.stderr[-300:]}")
@@ -75,7 +76,9 @@ try:
     check("the inserted case is a new check", len(tokens_after) == len(tokens_before) + 1)
     check("no other check's token changed", all(tokens_after.get(n) == t for n, t in tokens_before.items()),
           str([n for n, t in tokens_before.items() if tokens_after.get(n) != t][:3]))
-    stale = run("repro", re.sub(r"ih1:gate/pinned-layer-maps/[^:]+", "ih1:gate/pinned-layer-maps/%27nope%27", token))
+    renamed = re.sub(r"ih2:gate/pinned-layer-maps/[^:]+", "ih2:gate/pinned-layer-maps/%27nope%27", token)
+    renamed = renamed[:renamed.rindex(":crc=")]
+    stale = run("repro", renamed + ":crc=%08x" % zlib.crc32(renamed.encode()))  # a well-formed token, re-signed
     check("a stale token is an error", stale.returncode == 2 and "stale token" in stale.stderr, stale.stderr)
 
     check("unknown mutant refused before any work",
