@@ -538,13 +538,18 @@ _BY_NAME = {m.name: m for m in MUTANTS_TABLE}
 assert len(_BY_NAME) == len(MUTANTS_TABLE), "duplicate mutant names in MUTANTS_TABLE"
 
 
-def describe():
+def describe(M=None):
     """Every mutant with what it patches, and whether this Megatron has all of it: a mutant of
     code the checkout lacks (GDP/GTP in a megatron-core without them) cannot be planted, and the
-    campaign reports it as not applicable rather than as killed or survived."""
+    campaign reports it as not applicable rather than as killed or survived. A candidate_* mutant
+    applies only where the candidate it plants a mistake in is applied (--candidate shard-split)."""
     out = []
+    candidate_applied = bool(M is not None and getattr(M, "candidate", {}).get("applied"))
     for m in MUTANTS_TABLE:
         missing = [why for why in (_missing(t) for t in [p.target for p in m.patches] + list(m.requires)) if why]
+        if is_candidate_mutant(m.name) and not candidate_applied:
+            missing.append("the candidate shard-split design is not applied here (--candidate shard-split; "
+                           "never over a checkout's own factory)")
         row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
                "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]",
                "applicable": not missing}
@@ -552,6 +557,10 @@ def describe():
             row["not_applicable"] = "; ".join(missing)
         out.append(row)
     return out
+
+
+def is_candidate_mutant(name):
+    return name.startswith("candidate_")
 
 
 def _missing(target):
