@@ -30,6 +30,10 @@ const std::vector<FlagSpec> kTargetFlags = {
     {"target", true, "reference (default) or megatron"},
     {"megatron-path", true, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
     {"mutant", true, "plant one bug in the target (see --list-mutants)"},
+    {"candidate", true,
+     "megatron: apply a candidate design to the checkout (shard-split: the harness's own candidate of the pending GTP "
+     "shard-split save, not Megatron's code; never over a checkout's own factory)"},
+    {"fix", true, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
     {"corpus", true, "corpus folder (default: the source tree's corpus/)"}};
 
 const std::vector<FlagSpec> kGateFlags = [] {
@@ -48,7 +52,8 @@ const std::vector<FlagSpec> kGateFlags = [] {
 std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(install::corpus_dir().string()); }
 
 TargetSpec spec_of(const ParsedArgs& args) {
-  return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path")};
+  return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path"),
+                    args.value("candidate"), args.value("fix")};
 }
 
 /// The options that change which checks exist and what they generate.
@@ -141,7 +146,7 @@ int list_mutants(const TargetSpec& spec) {
       std::cout << m.name << "\t" << m.bug_class << "\t" << m.description << "\n";
     return kExitOk;
   }
-  auto megatron = MegatronImplementation::start({.megatron_path = spec.megatron_path});
+  auto megatron = MegatronImplementation::start(megatron_options(spec));
   if (!megatron.ok()) return report_error(megatron.error());
   auto listed = (*megatron)->list_mutants();
   if (!listed.ok()) return report_error(listed.error());
@@ -163,7 +168,8 @@ int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(
       argv,
-      {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR]",
+      {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--candidate shard-split] "
+       "[--fix to_state_dict_order] [--report DIR]",
        kGateFlags},
       exit_code);
   if (!args) return exit_code;
@@ -278,13 +284,18 @@ int mutants_command(const std::vector<std::string>& argv) {
   if (spec->target == "reference") {
     for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
   } else {
-    auto clean = MegatronImplementation::start({.megatron_path = spec->megatron_path});
+    auto clean = MegatronImplementation::start(megatron_options(*spec));
     if (!clean.ok()) return report_error(clean.error());
     auto listed = (*clean)->list_mutants();
     if (!listed.ok()) return report_error(listed.error());
-    for (const auto& m : listed->value("mutants", json::Json::array()))
-      mutants.push_back({m.value("name", std::string()), m.value("description", std::string()),
+    for (const auto& m : listed->value("mutants", json::Json::array())) {
+      const std::string name = m.value("name", std::string());
+      // With a candidate the campaign plants the candidate's mistakes only (the checkout's own mutants
+      // are campaigned without --candidate); without one the candidate's mutants are not applicable.
+      if (spec->candidate && name.rfind("candidate_", 0) != 0) continue;
+      mutants.push_back({name, m.value("description", std::string()),
                          m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable"))});
+    }
   }
   std::ostream& progress = args->has("json") ? std::cerr : std::cout;
   // A check that already fails on the clean target kills nothing: only checks that pass there count.

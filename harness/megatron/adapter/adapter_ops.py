@@ -370,8 +370,49 @@ class Ops:
                 validation.validate_sharding_integrity(global_metadata)
         except Exception as exc:  # noqa: BLE001
             verdict = {"ok": False, "exception_type": type(exc).__name__, "message": str(exc)}
-        return {"ok": not problems and verdict["ok"], "problems": problems, "details": details,
-                "verdict": verdict}
+        out = {"ok": not problems and verdict["ok"], "problems": problems, "details": details, "verdict": verdict}
+        plans = _dcp_plan_errors(M, global_metadata, max(len(global_metadata), int(opt(req, "world_size", 0) or 0)))
+        if plans is not None:
+            out["dcp_plan_errors"] = plans
+        return out
+
+
+def _dcp_plan_errors(M, global_metadata, world_size):
+    """PyTorch DCP's own save planning of these entries, as Megatron's torch_dist save reaches it: each
+    rank's main-replica tensors as write items, the coordinator's de-duplication, global plan and
+    _validate_global_plan (bounds, overlaps, fill). Its messages, or None where this torch lacks them."""
+    import logging
+    try:
+        from megatron.core.dist_checkpointing.mapping import is_main_replica
+        from torch.distributed.checkpoint._dedup_save_plans import dedup_save_plans
+        from torch.distributed.checkpoint.default_planner import (_validate_global_plan,
+                                                                  create_default_global_save_plan)
+        from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+        from torch.distributed.checkpoint.planner import SavePlan, TensorWriteData, WriteItem, WriteItemType
+    except ImportError:
+        return None
+    torch = M.torch
+    plans = []
+    for rank in range(world_size):
+        items = []
+        for st in global_metadata[rank] if rank < len(global_metadata) else []:
+            if not isinstance(st, M.ShardedTensor) or not is_main_replica(st.replica_id):
+                continue
+            offsets = torch.Size(st.global_offset)
+            sizes = torch.Size((1,) * st.prepend_axis_num + tuple(st.local_shape))
+            items.append(WriteItem(index=MetadataIndex(st.key, offsets), type=WriteItemType.SHARD,
+                                   tensor_data=TensorWriteData(chunk=ChunkStorageMetadata(offsets, sizes),
+                                                               properties=TensorProperties(dtype=st.dtype),
+                                                               size=torch.Size(st.global_shape))))
+        plans.append(SavePlan(items))
+    planner_log = logging.getLogger("torch.distributed.checkpoint.default_planner")
+    level = planner_log.level
+    planner_log.setLevel(logging.ERROR)  # its warnings repeat the errors returned
+    try:
+        global_plan, metadata = create_default_global_save_plan(dedup_save_plans(plans))
+        return [str(e) for e in _validate_global_plan(global_plan, metadata) or []]
+    finally:
+        planner_log.setLevel(level)
 
 
 # ---- GTP through real gloo worlds (gtp_world.py) ------------------------------------------------
