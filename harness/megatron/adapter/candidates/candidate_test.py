@@ -158,14 +158,19 @@ class RealFactoryWins(unittest.TestCase):
         def stub(orig, sections, names, gtp_rank, tp_rank, tp_size):
             return None
         setattr(M.gdp, candidates.REAL_GTP_SPLIT_FACTORY.name, stub)
+        saved = M.candidate
         try:
             self.assertIs(candidates.find_real_gtp_split_factory(M), stub)
             report = ss.install(M)
             self.assertFalse(report["applied"])
             self.assertIn(candidates.REAL_GTP_SPLIT_FACTORY.name, report["reason"])
+            M.candidate = {"applied": True}  # even where the candidate was applied, the adapter's ops use the checkout's
+            self.assertIs(M.find_gtp_split_factory(), stub)
         finally:
             delattr(M.gdp, candidates.REAL_GTP_SPLIT_FACTORY.name)
         self.assertIsNone(candidates.find_real_gtp_split_factory(M))
+        self.assertIs(M.find_gtp_split_factory().func, ss.gtp_split_tensor_factory)  # no factory: the candidate's
+        M.candidate = saved
 
 
 def main():
