@@ -92,11 +92,11 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            const props::PropertyRun run = property.run(target, params);
            gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
            answer.note = run.note;
-           if (run.outcome == Outcome::failed) {
-             ReproToken token{props::property_check_name(property.name), {}};
-             props::add_case_options(token, params, run);
-             answer.case_token = token;
-           }
+           // The property's own token, with its case when it failed: a known finding pins a property by
+           // it, so a pin is matched when the property fails and reported STALE when it passes.
+           ReproToken token{props::property_check_name(property.name), {}};
+           if (run.outcome == Outcome::failed) props::add_case_options(token, params, run);
+           if (run.outcome == Outcome::failed || run.outcome == Outcome::passed) answer.case_token = token;
            return answer;
          }});
   return out;
