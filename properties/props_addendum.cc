@@ -298,8 +298,8 @@ Verdict gather_saved_cross_load(Implementation& impl, const GtpCrossCase& c) {
         const auto* got =
             result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
         const std::int64_t begin = g * pad.shard_rows, real = pad.real_rows(g);
-        const auto gathered = TensorValue::of_storage(saved_buffer[static_cast<std::size_t>(t)],
-                                                      {saved_pad.rows, save.cols}, save.dtype);
+        const auto gathered =
+            TensorValue::of_storage(saved_buffer[static_cast<std::size_t>(t)], {saved_pad.rows, save.cols}, save.dtype);
         IH_VERDICT_ASSIGN(
             want, TensorValue::concat_rows({gathered.row_view(begin, begin + real),
                                             TensorValue::zeros({pad.shard_rows - real, save.cols}, save.dtype)}));

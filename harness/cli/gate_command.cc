@@ -166,12 +166,12 @@ std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) 
 
 int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(
-      argv,
-      {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--candidate shard-split] "
-       "[--fix to_state_dict_order] [--report DIR]",
-       kGateFlags},
-      exit_code);
+  const auto args = open_command(argv,
+                                 {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant "
+                                  "M] [--candidate shard-split] "
+                                  "[--fix to_state_dict_order] [--report DIR]",
+                                  kGateFlags},
+                                 exit_code);
   if (!args) return exit_code;
   auto spec = validated(spec_of(*args));
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   bool has_path = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    const bool known = arg == "--megatron-path" || arg == "--gtp" || arg == "--cols" || arg == "--layers" || arg == "--pad";
+    const bool known =
+        arg == "--megatron-path" || arg == "--gtp" || arg == "--cols" || arg == "--layers" || arg == "--pad";
     if (!known || i + 1 >= argc) {
       std::cerr << "ERROR: invalid_argument: usage: gtp_save_memory_bench --megatron-path DIR [--gtp G] [--cols C] "
                    "[--layers L] [--pad P]\n";
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
     command.push_back(argv[++i]);
   }
   if (!has_path) {
-    std::cerr << "ERROR: invalid_argument: --megatron-path DIR (a Megatron-LM checkout with the GDP mixer) is required\n";
+    std::cerr
+        << "ERROR: invalid_argument: --megatron-path DIR (a Megatron-LM checkout with the GDP mixer) is required\n";
     return kExitBadInput;
   }
   auto child = spawn_child(command, -1, 1, 2, false);

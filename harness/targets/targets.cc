@@ -31,7 +31,8 @@ Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target != "megatron")
     return make_error(ErrorKind::invalid_argument, "unknown target '" + spec.target + "' (known: reference, megatron)");
   if (spec.candidate && !is_known_candidate(*spec.candidate))
-    return make_error(ErrorKind::invalid_argument, "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");
+    return make_error(ErrorKind::invalid_argument,
+                      "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");
   if (spec.fix && !is_known_fix(*spec.fix))
     return make_error(ErrorKind::invalid_argument, "unknown --fix '" + *spec.fix + "' (known: to_state_dict_order)");
   if (spec.megatron_path) {
