@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/checkpoint_model.h"
+#include "models/flat_state.h"
 #include "models/gtp_election.h"
 #include "models/retarget.h"
 #include "models/split_factory.h"
@@ -136,6 +137,7 @@ Verdict dcp_plan_checks(Implementation& impl, const GtpCase& c) {
   if (base.tensor.local_shape[0] >= 2) {
     ShardedTensor shifted = base.tensor;
     shifted.global_offset[0] += 1, shifted.local_shape[0] -= 1;
+    shifted.axis_fragmentations.reset();  // off any grid (a G = 1 chunk has one): DCP plans boxes, not grids
     overlapping.tensors.push_back({(base.rank + 1) % world, shifted});
     IH_VERDICT_ASSIGN(over, dcp_errors(impl, overlapping));
     if (!has_error(over, key, "has overlapping chunks"))
@@ -269,6 +271,19 @@ Verdict gather_saved_cross_load(Implementation& impl, const GtpCrossCase& c) {
     }
   IH_VERDICT_ASSIGN(checkpoint, save_checkpoint(trees));
   IH_VERDICT_ASSIGN(saved_pad, padding_of(save));
+  // The buffer TP rank t's save split: the gathered tensor, or at G = 1 (nothing to gather, spec 4.5)
+  // whatever the target's split viewed; its first piece starts at TP-local row 0.
+  std::vector<std::uint64_t> saved_buffer;
+  for (std::int64_t t = 0; t < save.tp; ++t) {
+    IH_VERDICT_ASSIGN(params, rank_params(save, t, 0));
+    IH_VERDICT_ASSIGN(built, impl.gtp_pieces(save.design, params));
+    const std::vector<FlatEntry> pieces = flatten(built);
+    const auto* first = pieces.empty() ? nullptr : std::get_if<ShardedTensor>(&pieces.front().entry);
+    if (!first || !first->data || first->data->blocks.empty())
+      return at(t, 0) + ": the gather save built no piece with data";
+    saved_buffer.push_back(save.gtp == 1 ? first->data->blocks.front().storage
+                                         : (std::uint64_t{1} << 32) + static_cast<std::uint64_t>(t));
+  }
   for (GtpSaveDesign design : {GtpSaveDesign::shard_split, GtpSaveDesign::gather}) {
     GtpCase load = save;
     load.gtp = c.load_gtp, load.pad_alignment = c.load_pad_alignment, load.design = design;
@@ -283,8 +298,8 @@ Verdict gather_saved_cross_load(Implementation& impl, const GtpCrossCase& c) {
         const auto* got =
             result.find(std::string("w")) ? result.find(std::string("w"))->leaf_if<TensorValue>() : nullptr;
         const std::int64_t begin = g * pad.shard_rows, real = pad.real_rows(g);
-        const auto gathered = TensorValue::of_storage((std::uint64_t{1} << 32) + static_cast<std::uint64_t>(t),
-                                                      {saved_pad.rows, save.cols}, save.dtype);
+        const auto gathered =
+            TensorValue::of_storage(saved_buffer[static_cast<std::size_t>(t)], {saved_pad.rows, save.cols}, save.dtype);
         IH_VERDICT_ASSIGN(
             want, TensorValue::concat_rows({gathered.row_view(begin, begin + real),
                                             TensorValue::zeros({pad.shard_rows - real, save.cols}, save.dtype)}));

@@ -147,7 +147,8 @@ Verdict pieces_are_views(Implementation& impl, const GtpCase& c) {
 Verdict pieces_are_irregular(Implementation& impl, const GtpCase& c) {
   return for_each_rank(impl, c, [&](const RankBuild& r, const GtpPadding&) -> Verdict {
     for (const ShardedTensor& p : r.pieces) {
-      if (p.axis_fragmentations) return "piece " + p.key + " carries axis_fragmentations (must be None)";
+      // At G = 1 there is no GTP shard: the mixer's non-GTP split runs (spec 4.3), a regular grid.
+      if (p.axis_fragmentations && c.gtp > 1) return "piece " + p.key + " carries axis_fragmentations (must be None)";
       if (p.allow_shape_mismatch) return "piece " + p.key + " inherits allow_shape_mismatch";
       if (auto valid = p.validate_metadata_integrity(); !valid.ok()) return valid.error().message;
     }

@@ -31,6 +31,10 @@ const std::vector<FlagSpec> kTargetFlags = {
     {"target", true, "reference (default) or megatron"},
     {"megatron-path", true, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
     {"mutant", true, "plant one bug in the target (see --list-mutants)"},
+    {"candidate", true,
+     "megatron: apply a candidate design to the checkout (shard-split: the harness's own candidate of the pending GTP "
+     "shard-split save, not Megatron's code; never over a checkout's own factory)"},
+    {"fix", true, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
     {"corpus", true, "corpus folder (default: the source tree's corpus/)"}};
 
 const std::vector<FlagSpec> kGateFlags = [] {
@@ -49,7 +53,8 @@ const std::vector<FlagSpec> kGateFlags = [] {
 std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(install::corpus_dir().string()); }
 
 TargetSpec spec_of(const ParsedArgs& args) {
-  return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path")};
+  return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path"),
+                    args.value("candidate"), args.value("fix")};
 }
 
 /// The options that change which checks exist and what they generate.
@@ -92,11 +97,11 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            const props::PropertyRun run = property.run(target, params);
            gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
            answer.note = run.note;
-           if (run.outcome == Outcome::failed) {
-             ReproToken token{props::property_check_name(property.name), {}};
-             props::add_case_options(token, params, run);
-             answer.case_token = token;
-           }
+           // The property's own token, with its case when it failed: a known finding pins a property by
+           // it, so a pin is matched when the property fails and reported STALE when it passes.
+           ReproToken token{props::property_check_name(property.name), {}};
+           if (run.outcome == Outcome::failed) props::add_case_options(token, params, run);
+           if (run.outcome == Outcome::failed || run.outcome == Outcome::passed) answer.case_token = token;
            return answer;
          }});
   return out;
@@ -154,7 +159,7 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   if (spec.target == "reference") {
     for (const MutantInfo& m : mutant_catalogue()) add(m.name, m.bug_class, m.bug_class, m.description);
   } else {
-    auto megatron = MegatronImplementation::start({.megatron_path = spec.megatron_path});
+    auto megatron = MegatronImplementation::start(megatron_options(spec));
     if (!megatron.ok()) return report_error(megatron.error());
     auto listed = (*megatron)->list_mutants();
     if (!listed.ok()) return report_error(listed.error());
@@ -177,11 +182,12 @@ std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) 
 
 int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(
-      argv,
-      {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant M] [--report DIR]",
-       kGateFlags},
-      exit_code);
+  const auto args = open_command(argv,
+                                 {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant "
+                                  "M] [--candidate shard-split] "
+                                  "[--fix to_state_dict_order] [--report DIR]",
+                                  kGateFlags},
+                                 exit_code);
   if (!args) return exit_code;
   auto spec = validated(spec_of(*args));
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
@@ -305,13 +311,18 @@ int mutants_command(const std::vector<std::string>& argv) {
   if (spec->target == "reference") {
     for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
   } else {
-    auto clean = MegatronImplementation::start({.megatron_path = spec->megatron_path});
+    auto clean = MegatronImplementation::start(megatron_options(*spec));
     if (!clean.ok()) return report_error(clean.error());
     auto listed = (*clean)->list_mutants();
     if (!listed.ok()) return report_error(listed.error());
-    for (const auto& m : listed->value("mutants", json::Json::array()))
-      mutants.push_back({m.value("name", std::string()), m.value("description", std::string()),
+    for (const auto& m : listed->value("mutants", json::Json::array())) {
+      const std::string name = m.value("name", std::string());
+      // With a candidate the campaign plants the candidate's mistakes only (the checkout's own mutants
+      // are campaigned without --candidate); without one the candidate's mutants are not applicable.
+      if (spec->candidate && name.rfind("candidate_", 0) != 0) continue;
+      mutants.push_back({name, m.value("description", std::string()),
                          m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable"))});
+    }
   }
   std::ostream& progress = args->has("json") ? std::cerr : std::cout;
   // A check that already fails on the clean target kills nothing: only checks that pass there count.

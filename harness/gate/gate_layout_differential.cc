@@ -5,6 +5,7 @@
 
 #include "codec/json_codec.h"
 #include "harness/gate/gate.h"
+#include "models/gtp_layout.h"
 #include "models/split_factory.h"
 #include "models/synthetic_model.h"
 #include "seam/reference_implementation.h"
@@ -209,6 +210,10 @@ Result<std::string> check_gtp_pieces(Implementation& target, std::optional<props
     for (std::int64_t t = 0; t < c.tp; ++t)
       for (std::int64_t g = 0; g < c.gtp; ++g) {
         GtpFactoryParams params{"decoder.layers.0.mixer.in_proj.weight", layout, c.tp, t, c.gtp, g, c.pad, 2};
+        // The shard's data (one storage per rank): pieces are judged with the rows they view.
+        IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+        params.shard = TensorValue::of_storage(static_cast<std::uint64_t>(1 + t * c.gtp + g), {padding.shard_rows, 2},
+                                               params.dtype);
         auto got = target.gtp_pieces(GtpSaveDesign::shard_split, params);
         if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
         const std::string want_text = pieces_text(reference.gtp_pieces(GtpSaveDesign::shard_split, params));

@@ -57,6 +57,12 @@ std::string default_megatron_python() {
   return std::string(home ? home : "/root") + "/.cache/interop-harness/megatron-venv/bin/python";
 }
 
+bool is_known_candidate(const std::string& name) { return name == "shard-split"; }
+
+std::string candidate_label(const std::string& name) { return "candidate " + name + " design, not Megatron's code"; }
+
+bool is_known_fix(const std::string& name) { return name == "to_state_dict_order"; }
+
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
   if (options.python.empty()) options.python = default_megatron_python();
   if (options.adapter.empty())
@@ -80,6 +86,8 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   std::vector<std::string> argv = {options.python, options.adapter};
   if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
   if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
+  if (options.candidate) argv.insert(argv.end(), {"--candidate", *options.candidate});
+  if (options.fix) argv.insert(argv.end(), {"--fix", *options.fix});
   IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
   std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
   auto reply_text =
@@ -97,6 +105,18 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   if (reply.contains("unsupported") && reply["unsupported"].is_object())
     for (const auto& [op, why] : reply["unsupported"].items())
       if (why.is_string()) out->unsupported_reasons_[op] = why.get<std::string>();
+  // A candidate the adapter did not apply (the checkout has its own factory) is not in the name: the
+  // checkout's design is what runs.
+  const json::Json candidate = reply.contains("candidate") ? reply["candidate"] : json::Json(nullptr);
+  const bool candidate_applied = candidate.is_object() && candidate.value("applied", false);
+  std::string design_note;
+  if (options.candidate)
+    design_note = candidate_applied ? " [" + candidate_label(*options.candidate) + "]"
+                                    : " [--candidate " + *options.candidate + " not applied: " +
+                                          (candidate.is_object() ? candidate.value("reason", std::string("?"))
+                                                                 : std::string("the adapter did not answer")) +
+                                          "]";
+  if (options.fix) design_note += " [fix " + *options.fix + ", not in Megatron's code]";
   const std::string version = reply.value("megatron_version", std::string("?"));
   const std::string path = reply.value("megatron_path", std::string("?"));
   const json::Json revision = reply.contains("megatron_revision") ? reply["megatron_revision"] : json::Json(nullptr);
@@ -108,11 +128,11 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   out->target_ =
       "megatron-core " + version + " at " + path +
       (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
-      (options.megatron_path ? "" : " [installed package]");
+      (options.megatron_path ? "" : " [installed package]") + design_note;
   out->name_ = "megatron-core " + version +
                (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) + " (torch " +
                reply.value("torch_version", std::string("?")) + ")" +
-               (options.mutant ? " mutant:" + *options.mutant : "");
+               (options.mutant ? " mutant:" + *options.mutant : "") + design_note;
   return out;
 }
 
@@ -265,8 +285,11 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
     entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
   for (const RankedObject& o : metadata.objects)
     entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
-  IH_TRY_ASSIGN(result, call("integrity", {{"entries", std::move(entries)}}));
+  IH_TRY_ASSIGN(result, call("integrity", {{"entries", std::move(entries)}, {"world_size", metadata.world_size}}));
   MegatronValidation out;
+  // PyTorch DCP's save planning of the same entries (torch's own _validate_global_plan), when this torch has it.
+  if (result.contains("dcp_plan_errors") && result["dcp_plan_errors"].is_array())
+    out.dcp_plan_errors = result["dcp_plan_errors"].get<std::vector<std::string>>();
   for (const json::Json& detail : result.value("details", json::Json::array())) {
     const std::string kind = detail.value("kind", std::string());
     const std::string message = detail.value("key", std::string()) + ": " + detail.value("message", std::string());
@@ -562,8 +585,10 @@ void fill_tensors(StateNode& out, const json::Json& node, const StateNode* reque
   } else if (kind == "tensor") {
     TensorValue t;
     t.shape = node[1].get<Shape>();
+    // A tensor keeps its request entry's dtype; a factory's merge result its parameter's (the factory data's).
     const auto* st = request ? request->leaf_if<ShardedTensor>() : nullptr;
-    t.dtype = st ? st->dtype : "float32";
+    const auto* factory = request ? request->leaf_if<ShardedTensorFactory>() : nullptr;
+    t.dtype = st ? st->dtype : factory && factory->data ? factory->data->dtype : "float32";
     for (const json::Json& b : node[2])
       t.blocks.push_back({b[0].get<std::uint64_t>(), b[1].get<std::int64_t>(), b[2].get<std::int64_t>()});
     out = StateNode(Leaf(std::move(t)));

@@ -21,12 +21,20 @@ struct MegatronOptions {
   std::string adapter;                       // default: harness/megatron/adapter/adapter.py in the source tree
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
   std::optional<std::string> mutant;         // an adapter-side mutant (harness/megatron/adapter/mutants.py)
+  std::optional<std::string> candidate;      // a candidate design (adapter/candidates/), e.g. shard-split
+  std::optional<std::string> fix;            // a declared optional fix (adapter/megatron_patches.py FIXES)
   std::chrono::milliseconds startup_timeout{120000};
   std::chrono::milliseconds reply_timeout{60000};
 };
 
 /// The venv python that ci/install-megatron.sh creates ($INTEROP_MEGATRON_VENV or ~/.cache/...).
 std::string default_megatron_python();
+
+/// The candidate designs the adapter can apply, and how every report names a run with one.
+bool is_known_candidate(const std::string& name);
+std::string candidate_label(const std::string& name);  // "candidate shard-split design, not Megatron's code"
+/// The declared optional fixes of Megatron's code (never on by default).
+bool is_known_fix(const std::string& name);
 
 class MegatronImplementation : public Implementation {
  public:

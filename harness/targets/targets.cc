@@ -8,13 +8,16 @@
 namespace ih {
 
 TargetSpec target_of(const ReproToken& token) {
-  return TargetSpec{token.target(), token.option("mutant"), token.option("megatron-path")};
+  return TargetSpec{token.target(), token.option("mutant"), token.option("megatron-path"), token.option("candidate"),
+                    token.option("fix")};
 }
 
 void add_target_options(ReproToken& token, const TargetSpec& spec) {
   token.options["target"] = spec.target;
   if (spec.mutant) token.options["mutant"] = *spec.mutant;
   if (spec.megatron_path) token.options["megatron-path"] = *spec.megatron_path;
+  if (spec.candidate) token.options["candidate"] = *spec.candidate;
+  if (spec.fix) token.options["fix"] = *spec.fix;
 }
 
 namespace {
@@ -84,13 +87,19 @@ void warn_if_other_megatron(const ReproToken& token, const Implementation& targe
 
 Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target == "reference") {
-    if (spec.megatron_path)
-      return make_error(ErrorKind::invalid_argument, "--megatron-path applies to --target megatron only");
+    if (spec.megatron_path || spec.candidate || spec.fix)
+      return make_error(ErrorKind::invalid_argument,
+                        "--megatron-path, --candidate and --fix apply to --target megatron only");
     if (spec.mutant) IH_TRY_STATUS(MutantImplementation::create(*spec.mutant));
     return spec;
   }
   if (spec.target != "megatron")
     return make_error(ErrorKind::invalid_argument, "unknown target '" + spec.target + "' (known: reference, megatron)");
+  if (spec.candidate && !is_known_candidate(*spec.candidate))
+    return make_error(ErrorKind::invalid_argument,
+                      "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");
+  if (spec.fix && !is_known_fix(*spec.fix))
+    return make_error(ErrorKind::invalid_argument, "unknown --fix '" + *spec.fix + "' (known: to_state_dict_order)");
   if (spec.megatron_path) {
     if (!is_megatron_checkout(*spec.megatron_path))
       return make_error(ErrorKind::invalid_argument,
@@ -101,6 +110,10 @@ Result<TargetSpec> validated(TargetSpec spec) {
   return spec;
 }
 
+MegatronOptions megatron_options(const TargetSpec& spec) {
+  return {.megatron_path = spec.megatron_path, .mutant = spec.mutant, .candidate = spec.candidate, .fix = spec.fix};
+}
+
 Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& given) {
   IH_TRY_ASSIGN(spec, validated(given));
   if (spec.target == "reference") {
@@ -108,7 +121,7 @@ Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& given) {
     IH_TRY_ASSIGN(mutant, MutantImplementation::create(*spec.mutant));
     return std::unique_ptr<Implementation>(std::move(mutant));
   }
-  IH_TRY_ASSIGN(megatron, MegatronImplementation::start({.megatron_path = spec.megatron_path, .mutant = spec.mutant}));
+  IH_TRY_ASSIGN(megatron, MegatronImplementation::start(megatron_options(spec)));
   return std::unique_ptr<Implementation>(std::move(megatron));
 }
 

@@ -14,13 +14,17 @@
 
 namespace ih {
 
+struct MegatronOptions;
+
 struct TargetSpec {
   std::string target = "reference";          // reference | megatron
   std::optional<std::string> mutant;         // a planted bug (C++ registry for reference, Python for megatron)
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
+  std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
+  std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
 };
 
-/// The target options of a token (target, mutant, megatron-path).
+/// The target options of a token (target, mutant, megatron-path, candidate, fix).
 TargetSpec target_of(const ReproToken& token);
 /// Writes the target options into a token.
 void add_target_options(ReproToken& token, const TargetSpec& spec);
@@ -40,6 +44,8 @@ void warn_if_other_megatron(const ReproToken& token, const Implementation& targe
 /// Checks the spec before any work: a known target, a known C++ mutant, a --megatron-path that holds
 /// megatron/core. Bad input is invalid_argument.
 Result<TargetSpec> validated(TargetSpec spec);
+/// The adapter options of a megatron spec (checkout, mutant, candidate, fix).
+MegatronOptions megatron_options(const TargetSpec& spec);
 /// Starts the target (for megatron: the adapter subprocess and its handshake).
 Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& spec);
 /// One line naming the target: for Megatron its path, version and git revision when known.

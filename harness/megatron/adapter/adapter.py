@@ -4,11 +4,15 @@
 JSON lines on stdin/stdout, one request per line, one reply per line (flushed); diagnostics
 on stderr only. The protocol and every op are described in docs/adapter-protocol.md.
 
-Usage: adapter.py [--megatron-path DIR] [--mutant NAME]
+Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split] [--fix to_state_dict_order]
 
   --megatron-path DIR  put DIR first on sys.path before importing megatron.core (a Megatron-LM
                        checkout instead of the installed megatron-core)
   --mutant NAME        apply one mutant (mutants.py) before serving, like the "mutate" op
+  --candidate NAME     apply a candidate design (candidates/): "shard-split" is the harness's own
+                       candidate of the pending GTP shard-split save (not Megatron's code), applied
+                       only when the checkout has no factory of its own
+  --fix NAME           apply a declared optional fix of Megatron's code (megatron_patches.FIXES)
 """
 
 import argparse
@@ -107,11 +111,16 @@ def load_megatron(megatron_path):
             raise classify(exc, {AssertionError: "swiglu_assertion"})
 
     def find_gtp_split_factory():
-        for mod in (M.gdp, M.ssm_utils, M.gtp):
-            fn = getattr(mod, "_gtp_split_tensor_factory", None) if mod is not None else None
-            if fn is not None:
-                return fn
-        return None
+        """The checkout's own shard-split factory, else the candidate's when it is applied."""
+        import candidates
+        own = candidates.find_real_gtp_split_factory(M)
+        if own is not None or not M.candidate.get("applied"):
+            return own
+        import functools
+        from candidates import shard_split
+        return functools.partial(shard_split.gtp_split_tensor_factory, M)
+
+    M.candidate = {}  # the candidate's install report (Server.__init__), {} without --candidate
 
     M.call_split_factory = call_split_factory
     M.swiglu_factory = swiglu_factory
@@ -181,14 +190,25 @@ def _has(M, path):
     return mod is not None and (not attr or hasattr(mod, attr))
 
 
+CANDIDATES = ("shard-split",)
+
+
 class Server:
-    def __init__(self, megatron_path):
+    def __init__(self, megatron_path, candidate=None, fixes=()):
         self.M = None
         self.load_error = None
         self.greeted = False
         self.mutant = None
+        self.fixes = []
         try:
             self.M = load_megatron(megatron_path)
+            if candidate is not None:
+                from candidates import shard_split
+                self.M.candidate = shard_split.install(self.M)
+                log("candidate:", self.M.candidate)
+            if fixes:
+                import megatron_patches
+                self.fixes = megatron_patches.apply_fixes(fixes)
         except Exception as exc:  # noqa: BLE001 - reported to the harness in every reply
             self.load_error = f"{type(exc).__name__}: {exc}"
             log("cannot import megatron.core:", self.load_error)
@@ -214,7 +234,8 @@ class Server:
             if op in have:
                 continue
             if op == "gtp_split":
-                out[op] = "_gtp_split_tensor_factory (the pending GTP shard-split PR) is not in this Megatron"
+                import candidates
+                out[op] = candidates.not_in_checkout_reason()
                 continue
             missing = [p for p in needs if not _has(self.M, p)]
             reasons = [self.M.import_errors.get(p.split(".")[0], f"{p} missing") for p in missing]
@@ -254,12 +275,13 @@ class Server:
                     "megatron_revision": self.M.megatron_revision,
                     "unsupported": self.unsupported_reasons(),
                     "supports": self.supports(), "mutant": self.mutant,
+                    "candidate": self.M.candidate or None, "fixes": self.fixes,
                     "import_errors": self.M.import_errors}, True
         if not self.greeted:
             raise BadRequest("the first request must be {\"op\":\"hello\",\"protocol\":1}")
         if op == "mutants":
             import mutants
-            return {"mutants": mutants.describe(), "applied": self.mutant}, False
+            return {"mutants": mutants.describe(self.M), "applied": self.mutant}, False
         if op == "mutate":
             name = req.get("name")
             if not isinstance(name, str):
@@ -305,9 +327,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megatron-path", default=None)
     parser.add_argument("--mutant", default=None)
+    parser.add_argument("--candidate", default=None, choices=CANDIDATES)
+    parser.add_argument("--fix", action="append", default=[])
     args = parser.parse_args(argv)
     proto = _protect_stdout()
-    server = Server(args.megatron_path)
+    server = Server(args.megatron_path, args.candidate, args.fix)
     startup_error = None
     if args.mutant:
         try:

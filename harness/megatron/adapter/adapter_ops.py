@@ -8,6 +8,8 @@ M.alloc.<name>, ...), never bound at import, so a mutant that replaces a module 
 import contextlib
 import os
 
+import candidates
+
 from adapter_codec import Codec
 from adapter_errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field,
                             integer, meta_tensor, opt, str_list_field, string)
@@ -287,7 +289,7 @@ class Ops:
     def op_gtp_split(self, req):
         fn = self.M.find_gtp_split_factory()
         if fn is None:
-            raise Unsupported("_gtp_split_tensor_factory is not in this Megatron (it comes with a pending PR)")
+            raise Unsupported(candidates.not_in_checkout_reason())
         torch = self.M.torch
         key = string(req, "key")
         shard_rows = integer(req, "shard_rows", minimum=0)
@@ -368,8 +370,49 @@ class Ops:
                 validation.validate_sharding_integrity(global_metadata)
         except Exception as exc:  # noqa: BLE001
             verdict = {"ok": False, "exception_type": type(exc).__name__, "message": str(exc)}
-        return {"ok": not problems and verdict["ok"], "problems": problems, "details": details,
-                "verdict": verdict}
+        out = {"ok": not problems and verdict["ok"], "problems": problems, "details": details, "verdict": verdict}
+        plans = _dcp_plan_errors(M, global_metadata, max(len(global_metadata), int(opt(req, "world_size", 0) or 0)))
+        if plans is not None:
+            out["dcp_plan_errors"] = plans
+        return out
+
+
+def _dcp_plan_errors(M, global_metadata, world_size):
+    """PyTorch DCP's own save planning of these entries, as Megatron's torch_dist save reaches it: each
+    rank's main-replica tensors as write items, the coordinator's de-duplication, global plan and
+    _validate_global_plan (bounds, overlaps, fill). Its messages, or None where this torch lacks them."""
+    import logging
+    try:
+        from megatron.core.dist_checkpointing.mapping import is_main_replica
+        from torch.distributed.checkpoint._dedup_save_plans import dedup_save_plans
+        from torch.distributed.checkpoint.default_planner import (_validate_global_plan,
+                                                                  create_default_global_save_plan)
+        from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+        from torch.distributed.checkpoint.planner import SavePlan, TensorWriteData, WriteItem, WriteItemType
+    except ImportError:
+        return None
+    torch = M.torch
+    plans = []
+    for rank in range(world_size):
+        items = []
+        for st in global_metadata[rank] if rank < len(global_metadata) else []:
+            if not isinstance(st, M.ShardedTensor) or not is_main_replica(st.replica_id):
+                continue
+            offsets = torch.Size(st.global_offset)
+            sizes = torch.Size((1,) * st.prepend_axis_num + tuple(st.local_shape))
+            items.append(WriteItem(index=MetadataIndex(st.key, offsets), type=WriteItemType.SHARD,
+                                   tensor_data=TensorWriteData(chunk=ChunkStorageMetadata(offsets, sizes),
+                                                               properties=TensorProperties(dtype=st.dtype),
+                                                               size=torch.Size(st.global_shape))))
+        plans.append(SavePlan(items))
+    planner_log = logging.getLogger("torch.distributed.checkpoint.default_planner")
+    level = planner_log.level
+    planner_log.setLevel(logging.ERROR)  # its warnings repeat the errors returned
+    try:
+        global_plan, metadata = create_default_global_save_plan(dedup_save_plans(plans))
+        return [str(e) for e in _validate_global_plan(global_plan, metadata) or []]
+    finally:
+        planner_log.setLevel(level)
 
 
 # ---- GTP through real gloo worlds (gtp_world.py) ------------------------------------------------
@@ -405,7 +448,7 @@ def _gtp_params(req):
          "tp_size": integer(req, "tp_size", minimum=1), "tp_rank": integer(req, "tp_rank", minimum=0),
          "gtp_size": integer(req, "gtp_size", minimum=1), "gtp_rank": integer(req, "gtp_rank", minimum=0),
          "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "cols": integer(req, "cols", minimum=1),
-         "dtype": opt(req, "dtype", "float32")}
+         "dtype": opt(req, "dtype", "float32"), "design": _design(req)}
     if p["tp_rank"] >= p["tp_size"] or p["gtp_rank"] >= p["gtp_size"]:
         raise BadRequest("tp_rank/gtp_rank out of range")
     if p["tp_size"] * p["gtp_size"] > MAX_WORLD_RANKS:
@@ -413,6 +456,24 @@ def _gtp_params(req):
     if sum(sections) * p["cols"] > 4_000_000:
         raise BadRequest("in_proj larger than 4M elements is beyond this adapter's world")
     return p
+
+
+def _design(req):
+    design = opt(req, "design", "gather")
+    if design not in ("gather", "shard-split", "shard_split"):
+        raise BadRequest("design must be \"gather\" or \"shard-split\"")
+    return "gather" if design == "gather" else "shard-split"
+
+
+def _shard_split_reason(M):
+    """Why the shard-split design cannot run through this adapter's worlds, or None when it can (the
+    candidate is applied; Mamba's mixer keeps the gather design whatever is asked, spec 4.10)."""
+    if M.candidate.get("applied"):
+        return None
+    if candidates.find_real_gtp_split_factory(M) is None:
+        return "the shard-split design: " + candidates.not_in_checkout_reason()
+    return ("the shard-split design with data through the adapter: the checkout's own "
+            f"{candidates.REAL_GTP_SPLIT_FACTORY.name} is not wired into the worlds (only gtp_split, metadata)")
 
 
 def _blocks(view, storage_of):
@@ -431,7 +492,7 @@ class GtpOps:
     def _case(self, p):
         import json
         return json.dumps([p["key"], p["sections"], p["names"], p["tp_size"], p["gtp_size"],
-                           p["pad_for_alignment"], p["cols"]])
+                           p["pad_for_alignment"], p["cols"], p["design"]])
 
     def _world(self, p):
         import gtp_world
@@ -455,7 +516,8 @@ class GtpOps:
         if got is not None and got[0] is world:
             return got[1], case, world
         payload = {"case": case, "prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"],
-                   "names": p["names"], "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"]}
+                   "names": p["names"], "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"],
+                   "design": p["design"]}
         try:
             results = world.run("gdp_save", payload)
         except gtp_world.WorldTaskError as exc:
@@ -506,7 +568,7 @@ class GtpOps:
                 entry["data"] = {"shape": list(entry["local_shape"]), "dtype": p["dtype"],
                                  "blocks": _blocks(view, storage_of)}
             out.append(entry)
-        return {"design": "gather", "pieces": out, "factory_replica_id": r["factory"]["replica_id"],
+        return {"design": p["design"] if r["factory"]["base"] == "shard" else "gather", "pieces": out, "factory_replica_id": r["factory"]["replica_id"],
                 "gathered_rows": r["factory"]["data_rows"]}
 
     def merge(self, req):
@@ -651,24 +713,16 @@ def _is_mamba(req):
 
 
 def _op_gtp_pieces(self, req):
-    design = string(req, "design")
-    if design in ("shard-split", "shard_split") and not _is_mamba(req):
-        if self.M.find_gtp_split_factory() is None:
-            raise Unsupported("the shard-split design: _gtp_split_tensor_factory (the pending GTP shard-split PR) "
-                              "is not in this Megatron")
-        raise Unsupported("the shard-split design with data through the adapter (use gtp_split for metadata)")
-    if design not in ("gather", "shard-split", "shard_split"):
-        raise BadRequest("design must be \"gather\" or \"shard-split\"")
+    string(req, "design")
+    if _design(req) == "shard-split" and not _is_mamba(req) and _shard_split_reason(self.M):
+        raise Unsupported(_shard_split_reason(self.M))
     return _gtp_ops(self).pieces(req)  # Mamba's mixer gathers whatever design is asked (spec 4.10)
 
 
 def _op_gtp_merge(self, req):
-    design = string(req, "design")
-    if design != "gather" and not _is_mamba(req):
-        if self.M.find_gtp_split_factory() is None:
-            raise Unsupported("the shard-split design: _gtp_split_tensor_factory (the pending GTP shard-split PR) "
-                              "is not in this Megatron")
-        raise Unsupported("the shard-split merge through the adapter")
+    string(req, "design")
+    if _design(req) == "shard-split" and not _is_mamba(req) and _shard_split_reason(self.M):
+        raise Unsupported(_shard_split_reason(self.M))
     return _gtp_ops(self).merge(req)
 
 
@@ -1042,12 +1096,8 @@ def _op_load_state(self, req):
             raise Unsupported("load_state of a factory other than a GTP in_proj factory or one Megatron's "
                               "retargeting returned (its Megatron construction did not cross the seam)")
         params = _gtp_params(g)
-        if opt(g, "design", "gather") != "gather" and self.M.find_gtp_split_factory() is None:
-            raise Unsupported("the shard-split design: _gtp_split_tensor_factory (the pending GTP shard-split PR) "
-                              "is not in this Megatron")
-        if opt(g, "design", "gather") != "gather":
-            raise Unsupported("load_state of a shard-split factory through the adapter (the PR's factory is "
-                              "not wired into the load path yet)")
+        if params["design"] == "shard-split" and not _is_mamba(g) and _shard_split_reason(self.M):
+            raise Unsupported(_shard_split_reason(self.M))
         here = (params["tp_size"], params["gtp_size"])
         if layout is not None and layout != here:
             raise BadRequest(f"{where}: GTP factories of one request must share one (T, G) layout")

@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(1, HERE)
 
+from candidates import shard_split  # noqa: E402 - selects the candidate design per task (inactive unless installed)
+
 CODE_BASE = float(1 << 26)  # row codes: (source + 1) * CODE_BASE + row + 1; 0 = zero (pad) row
 
 
@@ -635,7 +637,8 @@ def task_gdp_save(ctx, p):
            "shard_rows": int(shard.shape[0]), "pad_length": int(getattr(shard, "pad_length", 0))}
     out["mixer"] = mixer_cls.__name__
     try:
-        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
+        with shard_split.selected(p.get("design", "gather")):
+            sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
     except Exception as exc:  # noqa: BLE001 - reported per op: the parameter entry does not depend on it
         out["mixer_error"] = {"type": type(exc).__name__, "message": str(exc)[:3000],
                               "frame": _megatron_frame(exc.__traceback__)}
@@ -761,7 +764,8 @@ def _rt_state_dict(ctx, p, fill_weight, fill_opt):
         exp_avg.fill_(fill_opt)
     metadata = {"dp_cp_group": ctx.dp_cp_group}
     param_entry = mod.in_proj.sharded_state_dict(prefix=prefix + "in_proj.", metadata=dict(metadata))[prefix + "in_proj.weight"]
-    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
+    with shard_split.selected(p.get("design", "gather")):
+        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
     if p.get("optimizer", True):
         from megatron.core.dist_checkpointing.optimizer import make_sharded_optimizer_tensor
         sd["optimizer.exp_avg"] = make_sharded_optimizer_tensor(param_entry, exp_avg, "optimizer.state.exp_avg")
@@ -841,8 +845,9 @@ def task_ordering(ctx, p):
     """Triage (c): the two load orderings of Megatron (serialization.load and
     MCoreTensorAwareStateDict.to_state_dict) on one rank tree whose in_proj factory builds what
     spec 4.7 says the shard split builds on an all-padding GTP rank: one LocalNonpersistentObject
-    holding the (0, C) view; other ranks build their real piece. The factory is a plain
-    ShardedTensorFactory (this checkout lacks the PR's), everything else is Megatron's."""
+    holding the (0, C) view; other ranks build their real piece. The factory is the candidate
+    shard-split design's when it is installed (--candidate shard-split), else a plain
+    ShardedTensorFactory that builds the same; everything else is Megatron's."""
     torch, M = ctx.torch, ctx.M
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
@@ -869,10 +874,15 @@ def task_ordering(ctx, p):
         return out
 
     def tree(data):
-        return {"mixer": {"in_proj.weight": M.ShardedTensorFactory(key, data, build, merge, (0, 0, 0))},
-                "local": M.LocalNonpersistentObject(500 + ctx.rank), "iteration": 7}
+        if shard_split.installed():  # the candidate's own factory over this rank's GTP shard entry
+            orig = M.ShardedTensor.from_rank_offsets(key, data, (0, g, G), replica_id=(0, 0, 0))
+            factory = shard_split.gtp_split_tensor_factory(M, orig, [int(p["rows"])], ["z"], g, 0, 1)
+        else:
+            factory = M.ShardedTensorFactory(key, data, build, merge, (0, 0, 0))
+        return {"mixer": {"in_proj.weight": factory}, "local": M.LocalNonpersistentObject(500 + ctx.rank),
+                "iteration": 7}
 
-    out = {}
+    out = {"factory": shard_split.LABEL if shard_split.installed() else "a stand-in of the design's factory"}
     import megatron.core.dist_checkpointing.tensor_aware_state_dict as tasd
     if p.get("assume_nvrx") and not tasd.HAVE_NVRX:
         # Triage only (docs/megatron-findings.md): to_state_dict's guard wants nvidia_resiliency_ext,
@@ -1005,7 +1015,8 @@ def _gtp_factory_for(ctx, f):
     key = f["key"]
     prefix = key[: -len("in_proj.weight")]
     mod, _, mixer_cls = _standin_mixer(ctx, f)
-    sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
+    with shard_split.selected(f.get("design", "gather")):
+        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
     return sd[prefix + "in_proj.weight"]
 
 

@@ -141,3 +141,62 @@ def report():
 def available(M):
     """True when this Megatron has the GTP modules the patches target (else GTP ops are unsupported)."""
     return all(getattr(M, mod, None) is not None for mod in ("gtp", "gdp"))
+
+
+# ---- declared optional fixes (--fix NAME): never applied by default ------------------------------
+# Each changes Megatron's behaviour the way a proposed fix would, so the gate can show that the fix
+# makes a finding's check pass (the finding's pin then reports STALE). Same rules as PATCHES: the
+# code the fix is about must still be there (snippet), or applying it is an error.
+
+TASD = "megatron.core.dist_checkpointing.tensor_aware_state_dict"
+
+
+def _fix_to_state_dict_order(module):
+    """MCoreTensorAwareStateDict.to_state_dict with its factory merges applied to the complete tree
+    (loaded shards merged with the common and nonpersistent parts first), the order serialization.load
+    uses (the review's proposal, spec 3.8). Megatron's merge and apply_factory_merges do the work; only
+    when the merges run changes."""
+    cls = module.MCoreTensorAwareStateDict
+    original = cls.to_state_dict
+    real_merges = module.apply_factory_merges
+
+    def to_state_dict(self, *args, **kwargs):
+        held = []
+
+        def defer(loaded, factories):
+            held.append(factories)
+            return loaded
+        module.apply_factory_merges = defer
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            module.apply_factory_merges = real_merges
+        tree = out[0] if isinstance(out, tuple) else out
+        for factories in held:
+            tree = real_merges(tree, factories)
+        return (tree,) + tuple(out[1:]) if isinstance(out, tuple) else tree
+    cls.to_state_dict = to_state_dict
+
+
+FIXES = {
+    "to_state_dict_order": (TASD, "apply_factory_merges(sharded_part, sh_ten_factories)", _fix_to_state_dict_order,
+                            "MCoreTensorAwareStateDict.to_state_dict applies the factory merges after merging the "
+                            "loaded shards into the common and nonpersistent tree, as serialization.load does "
+                            "(finding C's proposed fix)"),
+}
+
+
+def apply_fixes(names):
+    """Applies the named fixes; returns [{"name", "what"}]. PatchError for an unknown name or a fix
+    whose code is no longer in the checkout."""
+    out = []
+    for name in names:
+        if name not in FIXES:
+            raise PatchError(f"no fix {name!r} (known: {', '.join(sorted(FIXES))})")
+        module_name, snippet, fix, what = FIXES[name]
+        module = importlib.import_module(module_name)
+        if snippet not in inspect.getsource(module):
+            raise PatchError(f"fix {name}: {module_name} no longer contains {snippet!r}; the fix does not apply")
+        fix(module)
+        out.append({"name": name, "what": what})
+    return out

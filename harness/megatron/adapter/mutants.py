@@ -89,6 +89,43 @@ def _maps_no_fresh(original, pattern):
     return _maps_with(original(pattern), fresh_init=frozenset())
 
 
+# ---- patch helpers: the candidate shard-split design (candidates/shard_split.py) -------------------
+# Mistakes the pending PR could make, planted in the harness's own candidate (not Megatron's code).
+
+def _candidate_offset_no_tp_term(original, M):
+    return lambda tp_rank, section_size, rows_into_section: rows_into_section
+
+
+def _candidate_pad_rows_saved(original, M):
+    def rows(section_start, section_size, shard_start, shard_end, rows_local, is_last_section):
+        a, b = original(section_start, section_size, shard_start, shard_end, rows_local, is_last_section)
+        return (a, shard_end) if is_last_section and shard_end > rows_local else (a, b)
+    return rows
+
+
+def _candidate_no_zero_fill(original, M):
+    # torch.empty-like: the pad rows keep whatever the buffer held (here: the last real row)
+    return lambda rows, like: like[-1:].expand((rows,) + tuple(like.shape[1:])).clone()
+
+
+def _candidate_no_placeholder(original, M):
+    return lambda M, shard: []
+
+
+def _candidate_piece_copies(original, M):
+    return lambda shard, first, last: shard[first:last].clone()
+
+
+def _candidate_global_from_padded(original, M):
+    def rows(tp_size, section_size, pad_rows, is_last_section):
+        return tp_size * (section_size + (pad_rows if is_last_section else 0))
+    return rows
+
+
+def _candidate(name):
+    return "candidates.shard_split:" + name
+
+
 # ---- patch helpers: retarget ---------------------------------------------------------------
 
 def _replace_with(value):
@@ -475,19 +512,44 @@ MUTANTS_TABLE = (
             Patch(SERIALIZATION + ":merge", _merge_factories_before),
             Patch(SERIALIZATION + ":apply_factory_merges", _skip_merged_factories)),
            requires=(GTP_API,)),  # only an all-padding GTP rank's factory holds such an object
+    # the candidate shard-split design (not Megatron's code; mutants of the harness's candidate, run
+    # with --candidate shard-split: each a mistake the pending PR could make)
+    Mutant("candidate_piece_offset_no_tp_term", 23, "candidate shard-split design: a piece's offset in its "
+           "chunk lacks the TP term (t*s_j): at TP > 1 both TP ranks write the same rows (the review's gap)",
+           (Patch(_candidate("_piece_offset"), _candidate_offset_no_tp_term),)),
+    Mutant("candidate_saves_pad_rows", 23, "candidate shard-split design: the last section's piece runs on "
+           "to the end of the shard, saving the alignment pad rows",
+           (Patch(_candidate("_piece_rows"), _candidate_pad_rows_saved),)),
+    Mutant("candidate_no_zero_fill", 23, "candidate shard-split design: the merge appends uninitialised "
+           "rows for the shard's padding instead of zeros",
+           (Patch(_candidate("_zero_rows"), _candidate_no_zero_fill),)),
+    Mutant("candidate_no_placeholder", 23, "candidate shard-split design: an all-padding rank builds an "
+           "empty list instead of a zero-element LocalNonpersistentObject",
+           (Patch(_candidate("_placeholder"), _candidate_no_placeholder),)),
+    Mutant("candidate_piece_copies", 23, "candidate shard-split design: a piece copies its rows of the "
+           "shard instead of viewing them (the memory the design saves is spent again)",
+           (Patch(_candidate("_piece_data"), _candidate_piece_copies),)),
+    Mutant("candidate_global_shape_from_padded", 23, "candidate shard-split design: the last chunk's global "
+           "shape counts the alignment pad rows (T*(s_j + pad) instead of T*s_j)",
+           (Patch(_candidate("_chunk_global_rows"), _candidate_global_from_padded),)),
 )
 
 _BY_NAME = {m.name: m for m in MUTANTS_TABLE}
 assert len(_BY_NAME) == len(MUTANTS_TABLE), "duplicate mutant names in MUTANTS_TABLE"
 
 
-def describe():
+def describe(M=None):
     """Every mutant with what it patches, and whether this Megatron has all of it: a mutant of
     code the checkout lacks (GDP/GTP in a megatron-core without them) cannot be planted, and the
-    campaign reports it as not applicable rather than as killed or survived."""
+    campaign reports it as not applicable rather than as killed or survived. A candidate_* mutant
+    applies only where the candidate it plants a mistake in is applied (--candidate shard-split)."""
     out = []
+    candidate_applied = bool(M is not None and getattr(M, "candidate", {}).get("applied"))
     for m in MUTANTS_TABLE:
         missing = [why for why in (_missing(t) for t in [p.target for p in m.patches] + list(m.requires)) if why]
+        if is_candidate_mutant(m.name) and not candidate_applied:
+            missing.append("the candidate shard-split design is not applied here (--candidate shard-split; "
+                           "never over a checkout's own factory)")
         row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
                "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]",
                "applicable": not missing}
@@ -495,6 +557,10 @@ def describe():
             row["not_applicable"] = "; ".join(missing)
         out.append(row)
     return out
+
+
+def is_candidate_mutant(name):
+    return name.startswith("candidate_")
 
 
 def _missing(target):
