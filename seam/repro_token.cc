@@ -9,9 +9,20 @@ namespace ih {
 namespace {
 
 // Every option a token may carry; anything else is a stale or foreign token.
-constexpr std::array<std::string_view, 12> kOptions = {
-    "target",           "mutant",           "seed", "cases", "size", "rc", "spec", "corpus", "budget", "megatron-path",
-    "megatron-version", "megatron-revision"};
+constexpr std::array<std::string_view, 14> kOptions = {"target",
+                                                       "mutant",
+                                                       "seed",
+                                                       "cases",
+                                                       "size",
+                                                       "rc",
+                                                       "spec",
+                                                       "corpus",
+                                                       "budget",
+                                                       "megatron-path",
+                                                       "megatron-version",
+                                                       "megatron-revision",
+                                                       "candidate",
+                                                       "fix"};
 
 /// Separates the checksum from the text it covers; "crc" is no option name.
 constexpr std::string_view kChecksumField = ":crc=";

@@ -10,6 +10,8 @@ src=$(cd "$1" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ih-fresh-venv.XXXXXX")
 build=$src/build-fresh-venv.$$  # beside build/: the same depth, so the compiler cache hits
 trap 'rm -rf "$work" "$build"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 export INTEROP_MEGATRON_VENV=$work/venv IH_BUILD_DIR=$build
 [ ! -e "$INTEROP_MEGATRON_VENV" ] && [ ! -e "$build" ] || { echo "FAIL: venv or build folder exists already"; exit 1; }
 log=$work/test.log
