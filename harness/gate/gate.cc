@@ -44,7 +44,8 @@ Result<std::vector<Check>> with_unique_names(std::vector<Check> checks) {
 const KnownFinding* KnownFindings::match(const ReproToken& token) const {
   for (const KnownFinding& finding : findings)
     if (finding.pin.token.check == token.check && finding.pin.token.target() == token.target() &&
-        (!finding.pin.token.option("mutant") || finding.pin.token.option("mutant") == token.option("mutant")))
+        (!finding.pin.token.option("mutant") || finding.pin.token.option("mutant") == token.option("mutant")) &&
+        finding.pin.token.option("candidate") == token.option("candidate"))
       return &finding;
   return nullptr;
 }

@@ -93,7 +93,8 @@ try:
                 continue
             started = time.time()
             # One line at a time in the same shell: its output to a log, its exit code and seconds back.
-            shell.stdin.write(f"( {command}\n) >{log} 2>&1 </dev/null; echo \"__rc=$?\"\n")
+            # In the shell itself, not a subshell: an assignment (checkout=...) holds for the next lines.
+            shell.stdin.write(f"{{ {command}\n}} >{log} 2>&1 </dev/null; echo \"__rc=$?\"\n")
             shell.stdin.flush()
             reply = shell.stdout.readline()
             seconds = time.time() - started
