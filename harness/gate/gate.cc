@@ -45,7 +45,7 @@ const KnownFinding* KnownFindings::match(const ReproToken& token) const {
   for (const KnownFinding& finding : findings)
     if (finding.pin.token.check == token.check && finding.pin.token.target() == token.target() &&
         (!finding.pin.token.option("mutant") || finding.pin.token.option("mutant") == token.option("mutant")) &&
-        finding.pin.token.option("candidate") == token.option("candidate"))
+        (!finding.pin.token.option("candidate") || finding.pin.token.option("candidate") == token.option("candidate")))
       return &finding;
   return nullptr;
 }

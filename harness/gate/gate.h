@@ -92,8 +92,8 @@ struct KnownFindings {
   std::vector<KnownFinding> findings;
   /// The finding pinned for `token`'s check on `token`'s target, if any: a pin without a mutant is
   /// the unmutated target's finding and holds under any mutant that fails exactly the same way (its
-  /// expect: lines); a pin with a mutant matches only that mutant. A candidate design (candidate=) is
-  /// another target's code: a pin matches only runs with the same candidate, or both without.
+  /// expect: lines); a pin with a mutant matches only that mutant. Likewise a pin with a candidate
+  /// design (candidate=) matches only runs of that candidate; one without holds under any candidate.
   const KnownFinding* match(const ReproToken& token) const;
 };
 Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
