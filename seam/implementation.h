@@ -48,11 +48,18 @@ inline Error unsupported(std::string_view implementation, std::string_view what)
   return make_error(seam_kind::unsupported, std::string(implementation) + " does not support " + std::string(what));
 }
 
+/// Which code answers: a version and a revision where the target has them (Megatron's package info),
+/// empty for the reference. Repro tokens name Megatron by these, the path being only a hint.
+struct CodeIdentity {
+  std::string version, revision;
+};
+
 class Implementation {
  public:
   virtual ~Implementation() = default;
   /// "reference", "mutant:<name>", "megatron <version>".
   virtual std::string name() const = 0;
+  virtual CodeIdentity code_identity() const { return {}; }
   virtual bool supports(Operation op) const { return true; }
   /// The largest worlds this implementation runs (default: unbounded).
   virtual WorldCapacity capacity() const { return {}; }

@@ -650,4 +650,12 @@ Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoin
   return out;
 }
 
+CodeIdentity MegatronImplementation::code_identity() const {
+  const auto text = [&](const char* field) {
+    return identity_.contains(field) && identity_[field].is_string() ? identity_[field].get<std::string>()
+                                                                     : std::string();
+  };
+  return {text("version"), text("revision")};
+}
+
 }  // namespace ih

@@ -53,6 +53,7 @@ class MegatronImplementation : public Implementation {
   std::string describe_target() const { return target_; }
   /// The hello reply's identity fields: path, version, revision (null when none), torch version.
   const json::Json& identity() const { return identity_; }
+  CodeIdentity code_identity() const override;
   /// The adapter-side mutants: [{"name", "description"}, ...].
   Result<json::Json> list_mutants() { return call("mutants", json::Json::object()); }
   /// Megatron's serialization.load, after a real save, of a tree whose in_proj factory builds one

@@ -27,21 +27,10 @@ bool is_megatron_checkout(const std::string& path) {
   return std::filesystem::is_regular_file(std::filesystem::path(path) / "megatron/core/__init__.py", error);
 }
 
-/// The version and revision a Megatron target reports ("" where it has none).
-std::pair<std::string, std::string> megatron_identity(const Implementation& target) {
-  const auto* megatron = dynamic_cast<const MegatronImplementation*>(&target);
-  if (!megatron) return {};
-  const json::Json& identity = megatron->identity();
-  const auto text = [&](const char* field) {
-    return identity.contains(field) && identity[field].is_string() ? identity[field].get<std::string>() : std::string();
-  };
-  return {text("version"), text("revision")};
-}
-
 }  // namespace
 
 void add_target_identity(ReproToken& token, const Implementation& target) {
-  const auto [version, revision] = megatron_identity(target);
+  const auto [version, revision] = target.code_identity();
   if (!version.empty()) token.options["megatron-version"] = version;
   if (!revision.empty()) token.options["megatron-revision"] = revision;
 }
@@ -68,7 +57,7 @@ Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional
 
 void warn_if_other_megatron(const ReproToken& token, const Implementation& target, std::ostream& notes) {
   if (token.target() != "megatron") return;
-  const auto [version, revision] = megatron_identity(target);
+  const auto [version, revision] = target.code_identity();
   const auto named_version = token.option("megatron-version");
   const auto named_revision = token.option("megatron-revision");
   const auto describe = [](const std::string& v, const std::string& r) {
