@@ -7,7 +7,7 @@ load_rank_<r>.json (the hybrid model's, at the load layout). This script
 
   1. starts max(save ranks, load ranks) worker processes (this same file, --worker);
   2. save world (gloo, file store): every save rank builds REAL Megatron ShardedTensor /
-     ShardedObject / ShardedTensorFactory objects from its JSON (adapter_codec.Codec), fills
+     ShardedObject / ShardedTensorFactory objects from its JSON (megatron_adapter.codec.Codec), fills
      every tensor with provenance-oracle data and calls megatron.core.dist_checkpointing.save;
   3. load world (a new gloo group): every load rank builds the hybrid state dict, gives fresh
      (Mamba) entries distinct pre-load values and all others zeros, retargets it with Megatron's
@@ -336,7 +336,7 @@ def apply_mutant(name, M):
             return factory
         M.mlp.apply_swiglu_sharded_factory = swapped_factory
         return
-    import mutants
+    from megatron_adapter import mutants
     if name not in mutants.MUTANTS:
         raise ValueError(f"no mutant {name!r}: adapter mutants (adapter.py's mutants op) or "
                          f"{sorted(LOCAL_MUTANTS)}")
@@ -427,8 +427,8 @@ def worker(args):
     progress = args.progress_fd
     stage = "import"
     try:
-        from adapter import load_megatron
-        from adapter_codec import Codec
+        from megatron_adapter.megatron_import import load_megatron
+        from megatron_adapter.codec import Codec
         M = load_megatron(args.megatron_path)
         torch = M.torch
         import torch.distributed as dist

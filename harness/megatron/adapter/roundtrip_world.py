@@ -8,7 +8,7 @@ OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK) and the rendezvous from MASTER
 MASTER_PORT (chosen by the harness), initializes torch.distributed (gloo on CPU, NCCL with
 --device cuda) and then, for every scenario of DIR/plan.json in order:
 
-  save: builds its GPT entries (adapter_codec: real ShardedTensor / ShardedObject /
+  save: builds its GPT entries (megatron_adapter.codec: real ShardedTensor / ShardedObject /
         ShardedTensorFactory objects), fills every tensor from the fill segments the C++ plan
         gives (value = key_id * 2^40 + global linear index, int64), and calls
         megatron.core.dist_checkpointing.save. Rank 0 then lists the checkpoint's writers from
@@ -191,8 +191,8 @@ def run(args):
     world = World(args)
     world.status("import")
     world.flush()
-    from adapter import load_megatron
-    from adapter_codec import Codec
+    from megatron_adapter.megatron_import import load_megatron
+    from megatron_adapter.codec import Codec
     import roundtrip as rt  # the CPU patches, the mutants and megatron_frame (docs/roundtrip.md)
 
     M = load_megatron(args.megatron_path)
@@ -286,18 +286,18 @@ _GTP_CTX = {}
 
 def gtp_state(world, M, torch, rank_plan, values):
     """The GDP mixer's sharded state dict on this rank, built by Megatron's own code on the GTP
-    stand-in of gtp_world.py (its groups, its stand-in mixer, its GPU-only patches): the in_proj
+    stand-in of gloo_worlds.py (its groups, its stand-in mixer, its GPU-only patches): the in_proj
     weight is wrapped by wrap_module_params_gtp (pads and slices to this rank's (R, C) shard),
     then `values` (a function of the shard's shape) fills the shard before sharded_state_dict
     runs, so the gathered copy carries the same values. Returns (state dict, in_proj path)."""
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     g = rank_plan["gtp"]
     key = (g["tp"], g["gtp"])
     ctx = _GTP_CTX.get(key)
     if ctx is None:
-        import megatron_patches
+        from megatron_adapter import megatron_patches
         world.result["gtp_patches"] = megatron_patches.apply()
-        ctx = gtp_world.Ctx()
+        ctx = gloo_worlds.Ctx()
         ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
         ctx.size = world.size
         ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
@@ -305,10 +305,10 @@ def gtp_state(world, M, torch, rank_plan, values):
         ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
         if ctx.size != g["tp"] * g["gtp"]:
             raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
-        gtp_world._build_groups(ctx)
+        gloo_worlds._build_groups(ctx)
         _GTP_CTX[key] = ctx
     prefix = "decoder.layers.0.mixer."
-    mod, weight, mixer_cls = gtp_world._standin_mixer(ctx, rank_plan["layout"])
+    mod, weight, mixer_cls = gloo_worlds._standin_mixer(ctx, rank_plan["layout"])
     with torch.no_grad():
         weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
     try:

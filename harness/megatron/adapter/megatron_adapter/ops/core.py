@@ -10,8 +10,8 @@ import os
 
 import candidates
 
-from adapter_codec import Codec
-from adapter_errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field,
+from megatron_adapter.codec import Codec
+from megatron_adapter.errors import (BadRequest, OpError, Unsupported, _is_int, boolean, field,
                             integer, meta_tensor, opt, str_list_field, string)
 
 # Megatron's ValueError texts -> stable kinds. Order matters: the out-of-range message also
@@ -415,19 +415,19 @@ def _dcp_plan_errors(M, global_metadata, world_size):
         planner_log.setLevel(level)
 
 
-# ---- GTP through real gloo worlds (gtp_world.py) ------------------------------------------------
+# ---- GTP through real gloo worlds (gloo_worlds.py) ------------------------------------------------
 
 def _task_restore_parallel_state(ctx, payload):
-    """World task: parallel_state's globals pointed back at this world's own groups (gtp_world's
+    """World task: parallel_state's globals pointed back at this world's own groups (gloo_worlds'
     _build_groups again, collectively on every rank)."""
-    import gtp_world
-    gtp_world._build_groups(ctx)
+    from megatron_adapter.worlds import gloo_worlds
+    gloo_worlds._build_groups(ctx)
     return True
 
 
 def _register_world_tasks():
-    import gtp_world
-    gtp_world.TASKS.setdefault("restore_parallel_state", _task_restore_parallel_state)  # forked workers inherit it
+    from megatron_adapter.worlds import gloo_worlds
+    gloo_worlds.TASKS.setdefault("restore_parallel_state", _task_restore_parallel_state)  # forked workers inherit it
 
 
 _register_world_tasks()
@@ -495,21 +495,21 @@ class GtpOps:
                            p["pad_for_alignment"], p["cols"], p["design"]])
 
     def _world(self, p):
-        import gtp_world
-        from adapter_errors import Unsupported as _U
-        import megatron_patches
+        from megatron_adapter.worlds import gloo_worlds
+        from megatron_adapter.errors import Unsupported as _U
+        from megatron_adapter import megatron_patches
         if not megatron_patches.available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
             raise _U("GTP needs megatron.core.ssm.gated_delta_product and tensor_parallel."
                      "generalized_tensor_parallelism, not in megatron-core " + str(self.M.megatron_version))
-        gtp_world.set_megatron(self.M)
+        gloo_worlds.set_megatron(self.M)
         try:
-            return gtp_world.get_world(p["tp_size"], p["gtp_size"], 1, None)
-        except gtp_world.WorldError as exc:
+            return gloo_worlds.get_world(p["tp_size"], p["gtp_size"], 1, None)
+        except gloo_worlds.WorldError as exc:
             raise OpError("world_failed", str(exc))
 
     def save(self, p):
         """Every rank's gdp_save result for this case (cached)."""
-        import gtp_world
+        from megatron_adapter.worlds import gloo_worlds
         case = self._case(p)
         got = self.cache.get(case)
         world = self._world(p)
@@ -520,7 +520,7 @@ class GtpOps:
                    "design": p["design"]}
         try:
             results = world.run("gdp_save", payload)
-        except gtp_world.WorldTaskError as exc:
+        except gloo_worlds.WorldTaskError as exc:
             raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
         if len(self.cache) > 64:
             self.cache.clear()
@@ -572,7 +572,7 @@ class GtpOps:
                 "gathered_rows": r["factory"]["data_rows"]}
 
     def merge(self, req):
-        import gtp_world
+        from megatron_adapter.worlds import gloo_worlds
         p = _gtp_params(req)
         results, case, world = self.save(p)
         self.raise_mixer_error(self.mine(p, results, world))
@@ -597,7 +597,7 @@ class GtpOps:
                     codes.extend([0.0] * n)
                     continue
                 k = index.setdefault(s, len(index))
-                codes.extend(gtp_world.row_code(k, first + j) for j in range(n))
+                codes.extend(gloo_worlds.row_code(k, first + j) for j in range(n))
             shape = t.get("shape") or [len(codes)]
             rows = shape[0] if isinstance(shape, list) and shape and _is_int(shape[0]) else -1
             if rows != len(codes):
@@ -608,12 +608,12 @@ class GtpOps:
             "loaded": codes_per[0] if bare else codes_per, "bare": bare}
         try:
             results = world.run("gdp_merge", {"case": case, "cols": p["cols"], "per_rank": per_rank})
-        except gtp_world.WorldTaskError as exc:
+        except gloo_worlds.WorldTaskError as exc:
             raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
         r = results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
         storage = {k: s for s, k in index.items()}
         blocks = []
-        for src in gtp_world.decode_rows(r["codes"]):
+        for src in gloo_worlds.decode_rows(r["codes"]):
             s, row = (0, 0) if src is None else (storage.get(src[0], -1), src[1])
             if s == -1:
                 raise OpError("megatron_error", "the merge produced a row no loaded tensor holds")
@@ -627,7 +627,7 @@ class GtpOps:
     def election(self, req):
         """gtp_param_entry of one global rank of an election world (spec addendum A)."""
         import json
-        import gtp_world
+        from megatron_adapter.worlds import gloo_worlds
         e = field(req, "election")
         if not isinstance(e, dict):
             raise BadRequest("election must be an object")
@@ -652,15 +652,15 @@ class GtpOps:
             raise BadRequest("election.global_rank outside the world")
         case = json.dumps(task, sort_keys=True)
         got = self.cache.get(case)
-        import megatron_patches
+        from megatron_adapter import megatron_patches
         if not megatron_patches.available(self.M):
             raise Unsupported("GTP is not in megatron-core " + str(self.M.megatron_version))
-        gtp_world.set_megatron(self.M)
-        w = gtp_world.get_world(1, 1, n, None)
+        gloo_worlds.set_megatron(self.M)
+        w = gloo_worlds.get_world(1, 1, n, None)
         if got is None or got[0] is not w:
             try:
                 results = w.run("election", task)
-            except gtp_world.WorldTaskError as exc:
+            except gloo_worlds.WorldTaskError as exc:
                 raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
             finally:
                 # The election builds and destroys its own parallel_state on the borrowed world,
@@ -733,13 +733,13 @@ def _op_gtp_param_entry(self, req):
 
 
 def _op_gtp_worlds(self, req):
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     return {"worlds": [{"dp": k[0], "tp": k[1], "gtp": k[2], "startup_seconds": w.startup_seconds,
-                        "patches": w.patches} for k, w in gtp_world._WORLDS.items()]}
+                        "patches": w.patches} for k, w in gloo_worlds._WORLDS.items()]}
 
 
 def _op_gtp_patches(self, req):
-    import megatron_patches
+    from megatron_adapter import megatron_patches
     try:
         return {"patches": megatron_patches.report()}
     except megatron_patches.PatchError as exc:
@@ -747,7 +747,7 @@ def _op_gtp_patches(self, req):
 
 
 def _op_gtp_unpatched_save(self, req):
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     ops = _gtp_ops(self)
     p = _gtp_params(req)
     world = ops._world(p)
@@ -755,7 +755,7 @@ def _op_gtp_unpatched_save(self, req):
                "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"]}
     try:
         results = world.run("gdp_save_unpatched", payload)
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise OpError("megatron_error", str(exc))
     return {"failed": any(r["failed"] for r in results), "ranks": results}
 
@@ -779,7 +779,7 @@ def _op_gtp_roundtrip(self, req):
     import shutil
     import tempfile
     import time as _time
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     ops = _gtp_ops(self)
     sections = field(req, "sections")  # the GDP in_proj sections at TP = 1
     names = str_list_field(req, "names")
@@ -801,7 +801,7 @@ def _op_gtp_roundtrip(self, req):
                    "pad_for_alignment": sv["pad_for_alignment"], "dir": os.path.join(ckpt, "ckpt")}
         try:
             saved = world_s.run("rt_save", payload, timeout=300)
-        except gtp_world.WorldTaskError as exc:
+        except gloo_worlds.WorldTaskError as exc:
             raise OpError("megatron_error", "save: " + str(exc), megatron_frame=exc.frame)
         save_s = _time.monotonic() - t0
         world_l = ops._world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
@@ -809,7 +809,7 @@ def _op_gtp_roundtrip(self, req):
         payload = dict(payload, sections=[s_ // ld["tp"] for s_ in sections], pad_for_alignment=ld["pad_for_alignment"])
         try:
             loaded = world_l.run("rt_load", payload, timeout=300)
-        except gtp_world.WorldTaskError as exc:
+        except gloo_worlds.WorldTaskError as exc:
             # Megatron refused the load: a verdict about Megatron, reported with its frame.
             last = [ln for ln in exc.message.splitlines() if ln.strip()]
             return {"save": sv, "load": ld, "ok": False, "optimizer": optimizer,
@@ -828,7 +828,7 @@ def _op_gtp_roundtrip(self, req):
             src = _roundtrip_expected(sections, sv["tp"], ld["tp"], t, x) if x < D2 else None
             counts["real_rows" if src else "pad_rows"] += 1
             counts["elements"] += 2 * cols
-            for what, base in (("weight", 0), ("exp_avg", gtp_world.OPT_SOURCE)) if optimizer else (("weight", 0),):
+            for what, base in (("weight", 0), ("exp_avg", gloo_worlds.OPT_SOURCE)) if optimizer else (("weight", 0),):
                 want = None if src is None else (base + src[0], src[1])
                 got = r[what][j]
                 got = None if got is None else tuple(got)
@@ -858,7 +858,7 @@ def _op_gtp_all_padding_load(self, req):
     ranks, one LocalNonpersistentObject (what spec 4.7 says the shard split builds there), after a
     real save. Answers per GTP rank: ok and the loaded rows (provenance), or Megatron's error."""
     import tempfile
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     rows = integer(req, "rows", minimum=1)
     G = integer(req, "gtp_size", minimum=1)
     R = integer(req, "shard_rows", minimum=1)
@@ -871,7 +871,7 @@ def _op_gtp_all_padding_load(self, req):
     try:
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "serialization_only": True,
                                      "dir": os.path.join(tmp, "ckpt")})
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise OpError("megatron_error", str(exc), megatron_frame=exc.frame)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1034,7 +1034,7 @@ def _op_load_state(self, req):
     import json
     import shutil
     import tempfile
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     order = string(req, "order")
     if order not in LOAD_ORDERS:
         raise BadRequest(f"order must be one of {', '.join(LOAD_ORDERS)}")
@@ -1048,7 +1048,7 @@ def _op_load_state(self, req):
             s, first, n = b
             if len(out) + n > 2_000_000:
                 raise BadRequest(f"{where}: too many rows")
-            out.extend([0.0] * n if s == 0 else [gtp_world.row_code(index.setdefault(s, STORED_SOURCE + len(index)), first + j)
+            out.extend([0.0] * n if s == 0 else [gloo_worlds.row_code(index.setdefault(s, STORED_SOURCE + len(index)), first + j)
                                                    for j in range(n)])
         return out
 
@@ -1130,7 +1130,7 @@ def _op_load_state(self, req):
                 saver.run("ckpt_save", payload, timeout=120)
                 world = ops._world(factories[0] if factories else {"tp_size": 1, "gtp_size": 1})
             results = world.run("load_state", payload, timeout=120)
-        except gtp_world.WorldTaskError as exc:
+        except gloo_worlds.WorldTaskError as exc:
             text = exc.message
             kind = "megatron_error"
             if "Global shape mismatch" in text:
@@ -1178,6 +1178,6 @@ def _op_load_state(self, req):
 Ops.op_load_state = _op_load_state
 
 
-import finding_ops  # noqa: E402 - the finding checks' ops (finding_ops.py) need Ops and the GTP worlds above
+from megatron_adapter.ops import findings  # noqa: E402 - the finding checks' ops (findings.py) need Ops and the GTP worlds above
 
-finding_ops.register(Ops, _gtp_ops)
+findings.register(Ops, _gtp_ops)

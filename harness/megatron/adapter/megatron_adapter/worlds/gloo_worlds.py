@@ -34,9 +34,9 @@ import threading
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(1, HERE)
+ADAPTER_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and candidates/ live there
+    sys.path.insert(1, ADAPTER_ROOT)
 
 from candidates import shard_split  # noqa: E402 - selects the candidate design per task (inactive unless installed)
 
@@ -96,7 +96,7 @@ class World:
     def __init__(self, tp, gtp, dp=1, megatron_path=None, python=None, startup_timeout=180.0, timeout=120.0,
                  fork=True):
         """fork=True (default) forks the workers from this process, which must have imported
-        Megatron already (adapter.load_megatron): start-up costs no import. fork=False starts
+        Megatron already (megatron_import.load_megatron): start-up costs no import. fork=False starts
         fresh interpreters (python, default sys.executable) that import Megatron themselves."""
         self.tp, self.gtp, self.dp = int(tp), int(gtp), int(dp)
         if min(self.tp, self.gtp, self.dp) < 1 or self.size > 64:
@@ -438,11 +438,11 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
         import datetime
         import warnings
         warnings.filterwarnings("ignore")
-        from adapter import load_megatron
+        from megatron_adapter.megatron_import import load_megatron
         M = _PARENT_M if forked and _PARENT_M is not None else load_megatron(megatron_path)
         ctx.M, ctx.torch = M, M.torch
         M.torch.set_num_threads(1)
-        import megatron_patches
+        from megatron_adapter import megatron_patches
         patches = megatron_patches.apply()
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
@@ -479,7 +479,7 @@ _PARENT_M = None  # the Megatron namespace a forking parent imported (set_megatr
 
 
 def set_megatron(M):
-    """Registers the parent's imported Megatron (adapter.load_megatron) for forked workers."""
+    """Registers the parent's imported Megatron (megatron_import.load_megatron) for forked workers."""
     global _PARENT_M
     _PARENT_M = M
 
@@ -683,7 +683,7 @@ def task_gdp_save(ctx, p):
 def task_gdp_save_unpatched(ctx, p):
     """task_gdp_save with the GPU-only patches undone: shows they are still needed (Megatron then
     skips its GTP branch and trips on the shard's size)."""
-    import megatron_patches
+    from megatron_adapter import megatron_patches
     with megatron_patches.unpatched():
         try:
             out = task_gdp_save(ctx, dict(p, case="unpatched"))
@@ -1022,10 +1022,10 @@ def _gtp_factory_for(ctx, f):
 
 def _retargeted_factory(ctx, e):
     """A factory that Megatron's retargeting returned, made again the way it was made: the real
-    factory from its recipe (adapter_codec: ssm/utils' split factory or apply_swiglu_sharded_factory)
+    factory from its recipe (codec.py: ssm/utils' split factory or apply_swiglu_sharded_factory)
     over a real tensor, then retarget_sharded_state_dict_to_gpt_checkpoint for its pattern, which
     wraps its build (the GPT layer axis). Megatron's load then builds, loads and merges it."""
-    from adapter_codec import Codec
+    from megatron_adapter.codec import Codec
     torch, M = ctx.torch, ctx.M
     factory = Codec(M).leaf(e["entry"], "retargeted")
     if factory.data is not None:

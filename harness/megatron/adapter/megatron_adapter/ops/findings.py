@@ -1,6 +1,6 @@
 """Adapter ops behind the gate's spec-invariant checks that reproduce Megatron's findings
 (harness/megatron/finding_checks.cc, docs/megatron-findings.md). Each runs Megatron's own code in a
-gloo world (gtp_world.py) and answers facts; the C++ check judges them against the spec.
+gloo world (gloo_worlds.py) and answers facts; the C++ check judges them against the spec.
 
   gtp_fresh_retarget  finding B: a fresh GDP/Mamba layer's in_proj under GTP retargeted to a GPT
                       checkpoint; what a load hands back in place of the parameter, per rank
@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 
-from adapter_errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+from megatron_adapter.errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
 
 
 def _task_error(exc):
@@ -24,7 +24,7 @@ def _task_error(exc):
 
 
 def _op_gtp_fresh_retarget(self, req):
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     sections = field(req, "sections")  # TP-local sections
     names = str_list_field(req, "names")
     if not isinstance(sections, list) or len(sections) != len(names) or not all(
@@ -38,13 +38,13 @@ def _op_gtp_fresh_retarget(self, req):
                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}
     try:
         ranks = world.run("fresh_retarget", payload)
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     return {"ranks": [dict(r, tp=world.coords(i)[1], gtp=world.coords(i)[2]) for i, r in enumerate(ranks)]}
 
 
 def _op_load_orderings(self, req):
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     rows, G = integer(req, "rows", minimum=1), integer(req, "gtp_size", minimum=1)
     R, cols = integer(req, "shard_rows", minimum=1), integer(req, "cols", minimum=1)
     if G > 8 or R * G < rows or R > 4096:
@@ -59,7 +59,7 @@ def _op_load_orderings(self, req):
         # to_state_dict's nvidia_resiliency_ext guard is lifted by the worlds' patches
         # (megatron_patches.py, docs/megatron-patches.md); without it to_state_dict answers ImportError.
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "dir": os.path.join(ckpt, "ckpt")})
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     finally:
         shutil.rmtree(ckpt, ignore_errors=True)
@@ -75,7 +75,7 @@ def _op_load_orderings(self, req):
 
 
 def _op_single_expert_load(self, req):
-    import gtp_world
+    from megatron_adapter.worlds import gloo_worlds
     experts = integer(req, "experts", minimum=1)
     if experts > 64:
         raise BadRequest("experts must be at most 64")
@@ -87,7 +87,7 @@ def _op_single_expert_load(self, req):
     try:
         return world.run("single_expert", {"experts": experts, "pattern": string(req, "pattern"),
                                            "dir": os.path.join(ckpt, "ckpt")})[0]
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     finally:
         shutil.rmtree(ckpt, ignore_errors=True)
