@@ -70,10 +70,11 @@ def main():
     args = ap.parse_args()
     from megatron_adapter.megatron_import import load_megatron
     from megatron_adapter.worlds import gloo_worlds
-    from megatron_adapter.ops.core import Ops
+    from megatron_adapter.ops.context import OpContext
+    from megatron_adapter.registry import OPS
     M = load_megatron(args.megatron_path)
     gloo_worlds.set_megatron(M)
-    ops = Ops(M)
+    ctx = OpContext(M)
     found = False
     verdicts = {"new": 0, "known": set()}
 
@@ -98,7 +99,7 @@ def main():
     if args.what in ("roundtrip", "all"):
         for save, load, (sections, names) in ROUNDTRIPS:
             for optimizer in (False, True):
-                r = ops.op_gtp_roundtrip({"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
+                r = OPS["gtp_roundtrip"].handler(ctx, {"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
                                           "save": dict(zip(("tp", "gtp", "pad_for_alignment"), save)),
                                           "load": dict(zip(("tp", "gtp", "pad_for_alignment"), load))})
                 found |= not r["ok"]
@@ -133,7 +134,7 @@ def main():
             show({"case": "experts", "experts": experts, "pattern": "*E*E", **r})
     if args.what in ("gtp1", "all"):
         sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
-        r = ops.op_gtp_param_entry({"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
+        r = OPS["gtp_param_entry"].handler(ctx, {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
                                     "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
                                     "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16", "shard_storage": 1})
         e = r["entry"]

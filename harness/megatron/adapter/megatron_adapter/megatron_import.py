@@ -60,7 +60,7 @@ def load_megatron(megatron_path):
             M.import_errors[name] = f"cannot import {module}: {type(exc).__name__}: {exc}"
             log(M.import_errors[name])
 
-    from megatron_adapter.ops.core import classify
+    from megatron_adapter.error_kinds import classify
 
     def call_split_factory(fn, orig, sections, names, dim):
         try:

@@ -19,7 +19,12 @@ import json
 import os
 import sys
 
+from megatron_adapter import megatron_patches, mutants
+from megatron_adapter.errors import BadRequest, OpError, Unsupported
 from megatron_adapter.megatron_import import load_megatron, log
+from megatron_adapter.ops.context import OpContext
+from megatron_adapter.registry import OPS, REQUIREMENTS
+from megatron_adapter.worlds import gloo_worlds
 
 PROTOCOL = 1
 
@@ -33,34 +38,6 @@ def _protect_stdout():
     return proto
 
 
-# op name -> attribute paths (on the Megatron namespace) it needs; hello's "supports".
-REQUIREMENTS = {
-    "pattern_maps": ["interop.gpt_compatible_layer_maps"],
-    "parse_pattern": ["alloc.parse_hybrid_pattern"],
-    "layer_counts": ["alloc.get_hybrid_layer_counts"],
-    "total_layer_count": ["alloc.get_hybrid_total_layer_count"],
-    "segment_count": ["alloc.get_hybrid_total_pipeline_segment_count"],
-    "type_maps": ["alloc.get_layer_maps_from_layer_type_list"],
-    "select_segment": ["alloc.select_pipeline_segment"],
-    "retarget": ["interop.gpt_compatible_layer_maps", "interop.retarget_sharded_state_dict_to_gpt_checkpoint"],
-    "fsdp_key": ["interop.gpt_compatible_layer_maps", "interop._retarget_explicit_key_to_gpt_checkpoint"],
-    "fsdp_retarget": ["interop.gpt_compatible_layer_maps", "interop.retarget_fsdp_state_dict_to_gpt_checkpoint"],
-    "split_chunks": ["ssm_utils._split_tensor_factory"],
-    "gdp_layout": ["gdp._get_in_proj_checkpoint_split_layout"],
-    "gtp_padding": ["gtp.gtp_remat_shard_dim0", "gtp.GTP_CONFIG"],
-    "gtp_split": [],  # probed by name, see find_gtp_split_factory
-    # Real GTP worlds (gloo_worlds.py): the GDP mixer and GTP's own init and writer election.
-    # Only what the worlds cannot do without: a checkout from before a GTP fix must still be judged
-    # (its bug is a finding), never reported unsupported for lacking the fix's helpers.
-    "gtp_pieces": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
-    "gtp_merge": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
-    "gtp_param_entry": ["gdp.GatedDeltaProductMixer", "gtp.wrap_module_params_gtp", "gtp.GTP_CONFIG"],
-    "load_state": ["gtp.GTP_CONFIG"],  # the worlds run on GTP-era Megatron (gloo_worlds.py)
-    "integrity_report": ["validation._validate_sharding_for_key", "validation._compute_shards_access",
-                         "validation._validate_objects_for_key"],
-    "integrity": ["validation.validate_sharding_integrity", "validation._validate_sharding_for_key",
-                  "validation._validate_objects_for_key"],
-}
 ALWAYS = ["hello", "mutants", "mutate"]
 
 
@@ -87,14 +64,12 @@ class Server:
                 self.M.candidate = shard_split.install(self.M)
                 log("candidate:", self.M.candidate)
             if fixes:
-                from megatron_adapter import megatron_patches
                 self.fixes = megatron_patches.apply_fixes(fixes)
         except Exception as exc:  # noqa: BLE001 - reported to the harness in every reply
             self.load_error = f"{type(exc).__name__}: {exc}"
             log("cannot import megatron.core:", self.load_error)
         if self.M is not None:
-            from megatron_adapter.ops.core import Ops
-            self.ops = Ops(self.M)
+            self.ctx = OpContext(self.M)
 
     def supports(self):
         out = list(ALWAYS)
@@ -123,8 +98,6 @@ class Server:
         return out
 
     def apply_mutant(self, name):
-        from megatron_adapter import mutants
-        from megatron_adapter.errors import OpError
         if self.mutant is not None:
             raise OpError("already_mutated", f"mutant {self.mutant!r} already applied; one mutant per process")
         if name not in mutants.MUTANTS:
@@ -134,7 +107,6 @@ class Server:
         log("applied mutant", name)
 
     def handle(self, line):
-        from megatron_adapter.errors import BadRequest, OpError, Unsupported
         try:
             req = json.loads(line)
         except (ValueError, RecursionError) as exc:
@@ -160,7 +132,6 @@ class Server:
         if not self.greeted:
             raise BadRequest("the first request must be {\"op\":\"hello\",\"protocol\":1}")
         if op == "mutants":
-            from megatron_adapter import mutants
             return {"mutants": mutants.describe(self.M), "applied": self.mutant}, False
         if op == "mutate":
             name = req.get("name")
@@ -168,18 +139,17 @@ class Server:
                 raise BadRequest("mutate needs a string field \"name\"")
             self.apply_mutant(name)
             return {"applied": name}, False
-        method = getattr(self.ops, "op_" + op, None)
-        if method is None:
+        entry = OPS.get(op)
+        if entry is None:
             raise BadRequest(f"unknown op {op!r}")
         if op in REQUIREMENTS and op != "gtp_split" and op not in self.supports():
             missing = [p for p in REQUIREMENTS[op] if not _has(self.M, p)]
             reasons = [self.M.import_errors.get(p.split(".")[0], f"{p} missing") for p in missing]
             raise Unsupported(f"{op} needs {', '.join(missing) or 'a function'} not in megatron-core "
                               f"{self.M.megatron_version}: {'; '.join(reasons) or 'not present'}")
-        return method(req), False
+        return entry.handler(self.ctx, req), False
 
     def reply(self, line):
-        from megatron_adapter.errors import OpError
         req_id = None
         try:
             parsed = json.loads(line)
@@ -242,7 +212,6 @@ def main(argv=None):
         except BrokenPipeError:
             break
     try:
-        from megatron_adapter.worlds import gloo_worlds
         gloo_worlds.close_all()
     except Exception:  # noqa: BLE001
         pass

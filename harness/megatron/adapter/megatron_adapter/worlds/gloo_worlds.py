@@ -1229,6 +1229,13 @@ def task_election(ctx, p):
     return out
 
 
+def task_restore_parallel_state(ctx, payload):
+    """parallel_state's globals pointed back at this world's own groups (_build_groups again,
+    collectively on every rank): an election builds and destroys its own on a borrowed world."""
+    _build_groups(ctx)
+    return True
+
+
 TASKS = {name[len("task_"):]: fn for name, fn in dict(globals()).items() if name.startswith("task_")}
 
 
