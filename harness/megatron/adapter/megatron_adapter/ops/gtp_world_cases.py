@@ -3,6 +3,7 @@ the request fields of a GTP factory, and the per-case save results every gtp_* o
 
 import candidates
 
+from megatron_adapter.error_kinds import ELECTION_FAILURE_KINDS, kind_of
 from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, boolean, field, integer, opt, \
     str_list_field, string
 from megatron_adapter import megatron_patches
@@ -245,8 +246,7 @@ class GtpWorldCases:
         r = got[1][rank]
         if "error" in r:
             err = r["error"]
-            kind = "gtp_replica_group_unknown" if err["type"] == "RuntimeError" and "gtp_remat-excluded" in err["message"] \
-                else "megatron_error"
+            kind = kind_of(err.get("facts"), ELECTION_FAILURE_KINDS) or "megatron_error"
             raise OpError(kind, f"{err['type']}: {err['message']}" + (f" (at {err['frame']})" if err.get("frame") else ""),
                           exception_type=err["type"], megatron_frame=err.get("frame"))
         entry = dict(r["entry"])

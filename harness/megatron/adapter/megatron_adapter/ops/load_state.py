@@ -3,6 +3,7 @@
 import os
 
 from megatron_adapter.codec import Codec
+from megatron_adapter.error_kinds import LOAD_FAILURE_KINDS, kind_of
 from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, field, string
 from megatron_adapter.ops.gtp_world_cases import _gtp_params, _is_mamba, _shard_split_reason
 from megatron_adapter.worlds import gloo_worlds
@@ -123,11 +124,7 @@ def load_state(ctx, req):
             results = world.run("load_state", payload, timeout=120)
         except gloo_worlds.WorldTaskError as exc:
             text = exc.message
-            kind = "megatron_error"
-            if "Global shape mismatch" in text:
-                kind = "global_shape_mismatch"
-            elif "Missing key in checkpoint" in text or "KeyError" in exc.exc_type:
-                kind = "load_not_covered"
+            kind = kind_of(exc.facts, LOAD_FAILURE_KINDS) or "megatron_error"
             last = [ln for ln in text.splitlines() if ln.strip()]
             where = f" (at {exc.frame})" if exc.frame else ""
             raise OpError(kind, (last[-1] if last else text)[:1500] + where, megatron_frame=exc.frame)

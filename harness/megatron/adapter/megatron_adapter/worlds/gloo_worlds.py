@@ -38,6 +38,7 @@ ADAPTER_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and candidates/ live there
     sys.path.insert(1, ADAPTER_ROOT)
 
+from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from candidates import shard_split  # noqa: E402 - selects the candidate design per task (inactive unless installed)
 
 CODE_BASE = float(1 << 26)  # row codes: (source + 1) * CODE_BASE + row + 1; 0 = zero (pad) row
@@ -67,9 +68,10 @@ class WorldError(Exception):
 class WorldTaskError(Exception):
     """A task raised on a rank: Megatron (or the stand-in) failed on this input."""
 
-    def __init__(self, rank, exc_type, message, frame):
+    def __init__(self, rank, exc_type, message, frame, facts=()):
         super().__init__(f"rank {rank}: {exc_type}: {message}" + (f" (at {frame})" if frame else ""))
         self.rank, self.exc_type, self.message, self.frame = rank, exc_type, message, frame
+        self.facts = list(facts)  # error_kinds.exception_facts of what the task raised
 
 
 def _write_frame(f, obj):
@@ -214,7 +216,8 @@ class World:
         failed.sort(key=lambda item: bool(item[1].get("peer_stuck")))
         if failed:
             rank, r = failed[0]
-            raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"))
+            raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"),
+                                     r.get("facts", ()))
         return [r["result"] for r in replies]
 
     def close(self):
@@ -465,7 +468,7 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
         except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
             traceback.print_exc()
             reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000],
-                     "frame": _megatron_frame(exc.__traceback__)}
+                     "frame": _megatron_frame(exc.__traceback__), "facts": exception_facts(exc)}
         _write_frame(out, reply)
     try:
         import torch.distributed as dist
@@ -1221,7 +1224,7 @@ def task_election(ctx, p):
                "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
     except Exception as exc:  # noqa: BLE001
         out = {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
-                         "frame": _megatron_frame(exc.__traceback__)}}
+                         "frame": _megatron_frame(exc.__traceback__), "facts": exception_facts(exc)}}
     finally:
         ps.destroy_model_parallel()
         for g, _ in groups.values():
