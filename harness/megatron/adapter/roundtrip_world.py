@@ -303,18 +303,18 @@ _GTP_CTX = {}
 
 def gtp_state(world, M, torch, rank_plan, values):
     """The GDP mixer's sharded state dict on this rank, built by Megatron's own code on the GTP
-    stand-in of gloo_worlds.py (its groups, its stand-in mixer, its GPU-only patches): the in_proj
+    stand-in of the gloo worlds' workers (its groups, its stand-in mixer, its GPU-only patches): the in_proj
     weight is wrapped by wrap_module_params_gtp (pads and slices to this rank's (R, C) shard),
     then `values` (a function of the shard's shape) fills the shard before sharded_state_dict
     runs, so the gathered copy carries the same values. Returns (state dict, in_proj path)."""
-    from megatron_adapter.worlds import gloo_worlds
+    from megatron_adapter.worlds import gdp_tasks, worker_context
     g = rank_plan["gtp"]
     key = (g["tp"], g["gtp"])
     ctx = _GTP_CTX.get(key)
     if ctx is None:
         from megatron_adapter import megatron_patches
         world.result["gtp_patches"] = megatron_patches.apply()
-        ctx = gloo_worlds.Ctx()
+        ctx = worker_context.Ctx()
         ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
         ctx.size = world.size
         ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
@@ -322,10 +322,10 @@ def gtp_state(world, M, torch, rank_plan, values):
         ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
         if ctx.size != g["tp"] * g["gtp"]:
             raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
-        gloo_worlds._build_groups(ctx)
+        worker_context.build_groups(ctx)
         _GTP_CTX[key] = ctx
     prefix = "decoder.layers.0.mixer."
-    mod, weight, mixer_cls = gloo_worlds._standin_mixer(ctx, rank_plan["layout"])
+    mod, weight, mixer_cls = gdp_tasks._standin_mixer(ctx, rank_plan["layout"])
     with torch.no_grad():
         weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
     try:

@@ -38,13 +38,13 @@ def task_save_memory(ctx, p):
     """World task: the rank's RSS high-water mark above its start during sharded_state_dict + save."""
     import gc
 
-    from megatron_adapter.worlds import gloo_worlds
+    from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks
     import torch.distributed as dist
     from candidates import shard_split
     from megatron.core import dist_checkpointing
     torch = ctx.torch
-    gloo_worlds._cpu_save_patches(torch)
-    mixers = [gloo_worlds._standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
+    checkpoint_tasks._cpu_save_patches(torch)
+    mixers = [gdp_tasks._standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
     gc.collect()
     dist.barrier()
     with open("/proc/self/clear_refs", "w") as f:
@@ -85,13 +85,13 @@ def main(argv=None):
     if not applied["applied"]:
         print(f"NOT RUN: the candidate shard-split design cannot be applied here: {applied['reason']}")
         return 5
-    from megatron_adapter.worlds import gloo_worlds
+    from megatron_adapter.worlds import gdp_tasks, gloo_worlds, task_table
     torch = M.torch
 
     def zero_weight(ctx, rows, cols):  # the bench needs bytes, not the row codes the checks read
         return torch.zeros(rows, cols, dtype=torch.bfloat16)
-    gloo_worlds._full_weight = zero_weight
-    gloo_worlds.TASKS["save_memory"] = task_save_memory
+    gdp_tasks._full_weight = zero_weight
+    task_table.TASKS["save_memory"] = task_save_memory
     gloo_worlds.set_megatron(M)
     # The PR's row structure: 61,760 TP-local rows = 4 x (d_inner 10,240 + Gr*S 5,120 + heads 80), M = 3
     # (the gate's production case pr_61760_g64_p32; the seed gives D, not the split).

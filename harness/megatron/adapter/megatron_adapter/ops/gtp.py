@@ -6,6 +6,7 @@ from megatron_adapter.errors import BadRequest, OpError, Unsupported, boolean, f
 from megatron_adapter.ops.gtp_world_cases import _design, _gtp_params, _is_mamba, _shard_split_reason
 from megatron_adapter import megatron_patches
 from megatron_adapter.worlds import gloo_worlds
+from megatron_adapter.worlds import checkpoint_tasks
 
 
 def gtp_pieces(ctx, req):
@@ -120,7 +121,7 @@ def gtp_roundtrip(ctx, req):
             src = _roundtrip_expected(sections, sv["tp"], ld["tp"], t, x) if x < D2 else None
             counts["real_rows" if src else "pad_rows"] += 1
             counts["elements"] += 2 * cols
-            for what, base in (("weight", 0), ("exp_avg", gloo_worlds.OPT_SOURCE)) if optimizer else (("weight", 0),):
+            for what, base in (("weight", 0), ("exp_avg", checkpoint_tasks.OPT_SOURCE)) if optimizer else (("weight", 0),):
                 want = None if src is None else (base + src[0], src[1])
                 got = r[what][j]
                 got = None if got is None else tuple(got)

@@ -8,6 +8,7 @@ from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, b
     str_list_field, string
 from megatron_adapter import megatron_patches
 from megatron_adapter.worlds import gloo_worlds
+from megatron_adapter.worlds import worker_context
 
 MAX_WORLD_RANKS = 32  # one process per rank on this machine; MegatronImplementation::kMaxWorldRanks says the same
 
@@ -173,7 +174,7 @@ class GtpWorldCases:
                     codes.extend([0.0] * n)
                     continue
                 k = index.setdefault(s, len(index))
-                codes.extend(gloo_worlds.row_code(k, first + j) for j in range(n))
+                codes.extend(worker_context.row_code(k, first + j) for j in range(n))
             shape = t.get("shape") or [len(codes)]
             rows = shape[0] if isinstance(shape, list) and shape and _is_int(shape[0]) else -1
             if rows != len(codes):
@@ -189,7 +190,7 @@ class GtpWorldCases:
         r = results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
         storage = {k: s for s, k in index.items()}
         blocks = []
-        for src in gloo_worlds.decode_rows(r["codes"]):
+        for src in worker_context.decode_rows(r["codes"]):
             s, row = (0, 0) if src is None else (storage.get(src[0], -1), src[1])
             if s == -1:
                 raise OpError("megatron_error", "the merge produced a row no loaded tensor holds")

@@ -7,6 +7,7 @@ from megatron_adapter.error_kinds import LOAD_FAILURE_KINDS, kind_of
 from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, field, string
 from megatron_adapter.ops.gtp_world_cases import _gtp_params, _is_mamba, _shard_split_reason
 from megatron_adapter.worlds import gloo_worlds
+from megatron_adapter.worlds import worker_context
 
 
 LOAD_ORDERS = ("serialization_load", "to_state_dict")
@@ -40,7 +41,7 @@ def load_state(ctx, req):
             s, first, n = b
             if len(out) + n > 2_000_000:
                 raise BadRequest(f"{where}: too many rows")
-            out.extend([0.0] * n if s == 0 else [gloo_worlds.row_code(index.setdefault(s, STORED_SOURCE + len(index)), first + j)
+            out.extend([0.0] * n if s == 0 else [worker_context.row_code(index.setdefault(s, STORED_SOURCE + len(index)), first + j)
                                                    for j in range(n)])
         return out
 
