@@ -210,7 +210,7 @@ def run(args):
     world.flush()
     from megatron_adapter.megatron_import import load_megatron
     from megatron_adapter.codec import Codec
-    import roundtrip as rt  # the CPU patches, the mutants and megatron_frame (docs/roundtrip.md)
+    from megatron_adapter import roundtrip_support as rt  # the CPU patches, the mutants, megatron_frame
 
     M = load_megatron(args.megatron_path)
     torch = M.torch
