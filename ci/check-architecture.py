@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Checks the project's #include lines against the house plan in docs/architecture.md.
+"""Checks the project's #include lines against the house plan in docs/architecture.md, and the
+Python adapter's imports for a circle.
 
 Each room may include only the rooms listed for it (and itself). A room is a top-level folder, or a
 folder under harness/. Prints every upward or sideways include with file and line; exits 1 if any.
+The adapter's modules (harness/megatron/adapter/) must import each other along a DAG: every import
+counts, at module level or inside a function; a circle is printed module by module and exits 1.
 """
+import ast
 import os
 import re
 import sys
@@ -50,6 +54,79 @@ def allowed(source_room, include, is_test):
     return target == source_room or target in rules or os.path.splitext(include)[0] in rules
 
 
+ADAPTER = "harness/megatron/adapter"
+
+
+def adapter_modules(base):
+    """{dotted module name: path} of the adapter's Python files, as its entry scripts see them (base on
+    sys.path): adapter.py is `adapter`, megatron_adapter/ops/gtp.py is `megatron_adapter.ops.gtp`, a
+    package is its __init__.py."""
+    modules = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in filenames:
+            if name.endswith(".py"):
+                parts = os.path.relpath(os.path.join(dirpath, name), base)[:-3].split(os.sep)
+                modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = os.path.join(dirpath, name)
+    return modules
+
+
+def adapter_imports(path, module, modules):
+    """(line, imported module) for each import in the file of one of the adapter's own modules."""
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1] if package else []
+                base = ".".join(anchor + ([base] if base else []))
+            names = [base + "." + alias.name if base + "." + alias.name in modules else base for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.partition(".")[0] == "megatron_adapter" and name not in modules and (
+                    isinstance(node, ast.Import) or name == base):
+                yield node.lineno, "(missing) " + name
+                continue
+            while name and name not in modules:  # `import a.b.c` of a non-module attribute: its module
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                yield node.lineno, name
+
+
+def python_import_cycles(root):
+    """Problems: each circle among the adapter's imports, as `a -> b -> a` with file and line, and each
+    import of a megatron_adapter module that does not exist (a stale name after a move)."""
+    base = os.path.join(root, ADAPTER)
+    modules = adapter_modules(base)
+    edges = {m: sorted(set(adapter_imports(p, m, modules)), key=lambda e: e[1]) for m, p in sorted(modules.items())}
+    state, stack, problems = {}, [], []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for line, n in edges[m]:
+            if n.startswith("(missing) "):
+                problems.append(f"{os.path.relpath(modules[m], root)}:{line}: imports {n[10:]}, no module of the adapter")
+            elif state.get(n) == "open":
+                circle = stack[stack.index(n):] + [n]
+                where = os.path.relpath(modules[m], root)
+                problems.append(f"{where}:{line}: import circle " + " -> ".join(circle))
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m)
+    return problems, len(modules)
+
+
 def main(root):
     problems = []
     for folder in ALLOWED:
@@ -72,7 +149,11 @@ def main(root):
     for p in problems:
         print(p)
     print(f"architecture: {len(problems)} forbidden include(s)")
-    return 1 if problems else 0
+    circles, checked = python_import_cycles(root)
+    for p in circles:
+        print(p)
+    print(f"architecture: {len(circles)} import circle(s) or missing module(s) among {checked} adapter modules")
+    return 1 if problems or circles else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Python environment behind the Megatron adapter
 # (harness/megatron/adapter/adapter.py): a virtual environment with torch and a pinned
-# megatron-core, both from PyPI.
+# megatron-core, both from PyPI, and pytest (the adapter's own tests, harness/megatron/adapter/tests/).
 #
 # Usage: ci/install-megatron.sh [--megatron-path DIR] [--force]
 #
@@ -69,6 +69,7 @@ want_mcore="megatron-core=$MEGATRON_CORE_VERSION"
 marker_satisfies() {
   [ -x "$py" ] && [ -f "$marker" ] || return 1
   grep -qx "$want_torch" "$marker" || return 1
+  grep -q '^pytest=' "$marker" || return 1  # a venv from before pytest joined: install it, nothing else changes
   if [ -z "$megatron_path" ]; then
     grep -qx "$want_mcore" "$marker" || return 1
   fi
@@ -110,8 +111,8 @@ fi
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pip_quiet=(-q --disable-pip-version-check)
 
-log "installing torch==$TORCH_VERSION numpy packaging (large CUDA wheels; several minutes)"
-"$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging >&2
+log "installing torch==$TORCH_VERSION numpy packaging pytest (large CUDA wheels; several minutes)"
+"$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging pytest >&2
 
 mcore_line="megatron-core=external"
 if [ -z "$megatron_path" ]; then
@@ -130,12 +131,13 @@ fi
 "$py" - "$marker.tmp" "$want_torch" "$mcore_line" "$megatron_path" <<'EOF'
 import sys, importlib.metadata as md
 out, want_torch, mcore_line, mpath = sys.argv[1:5]
-import torch, numpy, packaging  # noqa: F401  (fail here, not in the adapter)
+import torch, numpy, packaging, pytest  # noqa: F401  (fail here, not in the adapter)
 lines = [want_torch, mcore_line,
          "python=%d.%d.%d" % sys.version_info[:3],
          "torch_installed=" + torch.__version__,
          "numpy=" + numpy.__version__,
-         "packaging=" + md.version("packaging")]
+         "packaging=" + md.version("packaging"),
+         "pytest=" + pytest.__version__]
 try:
     lines.append("megatron_core_installed=" + md.version("megatron-core"))
 except md.PackageNotFoundError:

@@ -8,9 +8,10 @@ OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK) and the rendezvous from MASTER
 MASTER_PORT (chosen by the harness), initializes torch.distributed (gloo on CPU, NCCL with
 --device cuda) and then, for every scenario of DIR/plan.json in order:
 
-  save: builds its GPT entries (adapter_codec: real ShardedTensor / ShardedObject /
+  save: builds its GPT entries (megatron_adapter.codec: real ShardedTensor / ShardedObject /
         ShardedTensorFactory objects), fills every tensor from the fill segments the C++ plan
-        gives (value = key_id * 2^40 + global linear index, int64), and calls
+        gives (value = key_id << key_shift | global linear index, int64; key_shift is the plan's
+        "oracle": {"key_shift": N}, the oracle's encoding as the C++ side defines it), and calls
         megatron.core.dist_checkpointing.save. Rank 0 then lists the checkpoint's writers from
         the DCP metadata (which file wrote which chunk).
   load: builds its hybrid entries (loaded entries hold the sentinel -1, fresh ones their
@@ -41,7 +42,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(1, HERE)
 
-KEY_SHIFT = 40
 SENTINEL = -1  # what a loaded entry holds before the load: "never written"
 
 
@@ -94,14 +94,30 @@ class Status:
                                  "since": time.time()})
 
 
-def fill(torch, shape, segments, device):
+class PlanError(Exception):
+    """plan.json lacks what this file needs: a harness error (the C++ plan and this reader disagree)."""
+
+
+def oracle_key_shift(plan):
+    """The oracle's key shift (value = key_id << key_shift | linear global index) from the plan's
+    "oracle": {"key_shift": N}. The C++ side (harness/roundtrip/) defines the encoding once and
+    hands it over here; there is no copy of it in Python."""
+    oracle = plan.get("oracle") if isinstance(plan, dict) else None
+    shift = oracle.get("key_shift") if isinstance(oracle, dict) else None
+    if not isinstance(shift, int) or isinstance(shift, bool) or not 1 <= shift <= 62:
+        raise PlanError('plan.json needs "oracle": {"key_shift": N} with N an integer in 1..62 (the oracle\'s '
+                        f'key encoding, written by the C++ plan); got "oracle": {json.dumps(oracle)}')
+    return shift
+
+
+def fill(torch, shape, segments, device, key_shift):
     """An int64 tensor of `shape` whose rows follow the segments; rows no segment covers are 0."""
     t = torch.zeros(tuple(shape), dtype=torch.int64)
     for begin, rows, key_id, gshape, goff, p in segments:
         strides, s = [0] * len(gshape), 1
         for a in range(len(gshape) - 1, -1, -1):
             strides[a], s = s, s * gshape[a]
-        base = key_id << KEY_SHIFT
+        base = key_id << key_shift
         for a in range(p):
             base += goff[a] * strides[a]
         if len(shape) == 0:
@@ -159,6 +175,7 @@ class World:
         self.result = {"rank": self.rank, "world_size": self.size, "phase": self.phase, "pid": os.getpid(),
                        "scenarios": []}
         self.device = self.plan.get("device", "cpu")
+        self.key_shift = oracle_key_shift(self.plan)
 
     def flush(self):
         write_atomic(self.result_path, self.result)
@@ -191,9 +208,9 @@ def run(args):
     world = World(args)
     world.status("import")
     world.flush()
-    from adapter import load_megatron
-    from adapter_codec import Codec
-    import roundtrip as rt  # the CPU patches, the mutants and megatron_frame (docs/roundtrip.md)
+    from megatron_adapter.megatron_import import load_megatron
+    from megatron_adapter.codec import Codec
+    from megatron_adapter import roundtrip_support as rt  # the CPU patches, the mutants, megatron_frame
 
     M = load_megatron(args.megatron_path)
     torch = M.torch
@@ -286,18 +303,18 @@ _GTP_CTX = {}
 
 def gtp_state(world, M, torch, rank_plan, values):
     """The GDP mixer's sharded state dict on this rank, built by Megatron's own code on the GTP
-    stand-in of gtp_world.py (its groups, its stand-in mixer, its GPU-only patches): the in_proj
+    stand-in of the gloo worlds' workers (its groups, its stand-in mixer, its GPU-only patches): the in_proj
     weight is wrapped by wrap_module_params_gtp (pads and slices to this rank's (R, C) shard),
     then `values` (a function of the shard's shape) fills the shard before sharded_state_dict
     runs, so the gathered copy carries the same values. Returns (state dict, in_proj path)."""
-    import gtp_world
+    from megatron_adapter.worlds import gdp_tasks, worker_context
     g = rank_plan["gtp"]
     key = (g["tp"], g["gtp"])
     ctx = _GTP_CTX.get(key)
     if ctx is None:
-        import megatron_patches
+        from megatron_adapter import megatron_patches
         world.result["gtp_patches"] = megatron_patches.apply()
-        ctx = gtp_world.Ctx()
+        ctx = worker_context.Ctx()
         ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
         ctx.size = world.size
         ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
@@ -305,10 +322,10 @@ def gtp_state(world, M, torch, rank_plan, values):
         ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
         if ctx.size != g["tp"] * g["gtp"]:
             raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
-        gtp_world._build_groups(ctx)
+        worker_context.build_groups(ctx)
         _GTP_CTX[key] = ctx
     prefix = "decoder.layers.0.mixer."
-    mod, weight, mixer_cls = gtp_world._standin_mixer(ctx, rank_plan["layout"])
+    mod, weight, mixer_cls = gdp_tasks._standin_mixer(ctx, rank_plan["layout"])
     with torch.no_grad():
         weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
     try:
@@ -340,7 +357,8 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
     if rank_plan.get("kind") == "gdp_gtp":
         fill_segments = rank_plan["fill"]["decoder.layers.0.mixer.in_proj.weight"]
-        sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu"))
+        sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu",
+                                                                      world.key_shift))
         if scenario.get("load_order") == "to_state_dict":
             save_local(world, sdir, sd, torch)
         return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
@@ -350,11 +368,11 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         kind = e["kind"]
         if kind == "tensor":
             st = codec.tensor(dict(e, dtype="int64"), where)
-            st.data = fill(torch, e["local_shape"], rank_plan["fill"][path], device)
+            st.data = fill(torch, e["local_shape"], rank_plan["fill"][path], device, world.key_shift)
             sd[path] = st
         elif kind == "factory":
             f = codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where)
-            f.data = fill(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device)
+            f.data = fill(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device, world.key_shift)
             sd[path] = f
         else:
             sd[path] = untensored_leaf(M, codec, e, path, where, rank_plan)
@@ -517,7 +535,7 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
             if pre == "sentinel":
                 data = torch.full(tuple(meta["local_shape"]), SENTINEL, dtype=torch.int64, device=device)
             else:
-                data = fill(torch, meta["local_shape"], pre, device)
+                data = fill(torch, meta["local_shape"], pre, device, world.key_shift)
             obj = (codec.tensor(dict(e, dtype="int64"), where) if kind == "tensor"
                    else codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where))
             obj.data = data

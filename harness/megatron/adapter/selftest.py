@@ -316,7 +316,7 @@ def checks(supports=()):
                   {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3, "nheads_local": 2,
                    "householder": 3}, {"pred": lambda rep: rep.get("unsupported") is True}))
 
-    # GTP through real gloo worlds (gtp_world.py): the GDP mixer's gather design, spec 4.4/4.5
+    # GTP through real gloo worlds (gloo_worlds.py): the GDP mixer's gather design, spec 4.4/4.5
     if "gtp_pieces" in supports:
         gtp = {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2],
                "names": GDP_NAMES, "tp_size": 2, "gtp_size": 2, "pad_for_alignment": 16, "cols": 2,

@@ -68,12 +68,13 @@ def main():
     ap.add_argument("--expect-known", action="store_true")
     ap.add_argument("what", nargs="?", default="all", choices=["roundtrip", "fresh", "ordering", "experts", "gtp1", "all"])
     args = ap.parse_args()
-    import adapter
-    import gtp_world
-    from adapter_ops import Ops
-    M = adapter.load_megatron(args.megatron_path)
-    gtp_world.set_megatron(M)
-    ops = Ops(M)
+    from megatron_adapter.megatron_import import load_megatron
+    from megatron_adapter.worlds import gloo_worlds
+    from megatron_adapter.ops.context import OpContext
+    from megatron_adapter.registry import OPS
+    M = load_megatron(args.megatron_path)
+    gloo_worlds.set_megatron(M)
+    ctx = OpContext(M)
     found = False
     verdicts = {"new": 0, "known": set()}
 
@@ -98,7 +99,7 @@ def main():
     if args.what in ("roundtrip", "all"):
         for save, load, (sections, names) in ROUNDTRIPS:
             for optimizer in (False, True):
-                r = ops.op_gtp_roundtrip({"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
+                r = OPS["gtp_roundtrip"].handler(ctx, {"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
                                           "save": dict(zip(("tp", "gtp", "pad_for_alignment"), save)),
                                           "load": dict(zip(("tp", "gtp", "pad_for_alignment"), load))})
                 found |= not r["ok"]
@@ -108,14 +109,14 @@ def main():
                     "exp_avg_stored_shape", "checked")}})
     if args.what in ("fresh", "all"):
         for mixer, (sections, names) in (("gdp", ([10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], GDP[1])), ("mamba", MAMBA)):
-            world = gtp_world.get_world(1, 2)
+            world = gloo_worlds.get_world(1, 2)
             r = world.run("fresh_retarget", {"sections": sections, "names": names, "cols": 2, "pad_for_alignment": 16,
                                              "pattern": "M*-"})
             found |= any(x.get("copy_into_param", "ok") != "ok" for x in r)
             show({"case": "fresh", "mixer": mixer, "tp": 1, "gtp": 2, "pad_for_alignment": 16, "pattern": "M*-",
                   "ranks": r})
     if args.what in ("ordering", "all"):
-        world = gtp_world.get_world(1, 4)
+        world = gloo_worlds.get_world(1, 4)
         with tempfile.TemporaryDirectory(prefix="ih-order-") as tmp:
             r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "assume_nvrx": True,
                                        "dir": os.path.join(tmp, "ckpt")})
@@ -124,7 +125,7 @@ def main():
               "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
                   {"serialization_load": "ok"} if x["serialization_load"].get("ok") else {}) for x in r]})
     if args.what in ("experts", "all"):
-        world = gtp_world.get_world(1, 1)
+        world = gloo_worlds.get_world(1, 1)
         for experts in (1, 2):
             with tempfile.TemporaryDirectory(prefix="ih-e1-") as tmp:
                 r = world.run("single_expert", {"experts": experts, "pattern": "*E*E",
@@ -133,7 +134,7 @@ def main():
             show({"case": "experts", "experts": experts, "pattern": "*E*E", **r})
     if args.what in ("gtp1", "all"):
         sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
-        r = ops.op_gtp_param_entry({"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
+        r = OPS["gtp_param_entry"].handler(ctx, {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
                                     "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
                                     "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16", "shard_storage": 1})
         e = r["entry"]
@@ -142,7 +143,7 @@ def main():
         found |= e["local_shape"] != reference["local_shape"]
         show({"case": "gtp1", "D": 6, "pad_for_alignment": 16, "megatron_entry": {k: e[k] for k in (
             "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": reference})
-    gtp_world.close_all()
+    gloo_worlds.close_all()
     if args.expect_known:
         ran = {"roundtrip": {"R1", "R2"}, "fresh": {"B"}, "ordering": {"C"}, "experts": {"A"}, "gtp1": set()}
         expected = EXPECTED_KNOWN if args.what == "all" else ran[args.what]

@@ -129,7 +129,7 @@ class CandidateMutantsFail(unittest.TestCase):
     """Every candidate_* mutant breaks at least one of the factory checks above."""
 
     def test_each_mutant_fails_a_check(self):
-        import mutants
+        from megatron_adapter import mutants
         import candidates.shard_split as ss
         names = [m.name for m in mutants.MUTANTS_TABLE if m.name.startswith("candidate_")]
         self.assertEqual(len(names), 6, names)
@@ -178,7 +178,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megatron-path", required=True)
     args, rest = ap.parse_known_args()
-    from adapter import load_megatron
+    from megatron_adapter.megatron_import import load_megatron
     M = load_megatron(args.megatron_path)
     prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
     return 0 if prog.result.wasSuccessful() else 1

@@ -38,13 +38,13 @@ def task_save_memory(ctx, p):
     """World task: the rank's RSS high-water mark above its start during sharded_state_dict + save."""
     import gc
 
-    import gtp_world
+    from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks
     import torch.distributed as dist
     from candidates import shard_split
     from megatron.core import dist_checkpointing
     torch = ctx.torch
-    gtp_world._cpu_save_patches(torch)
-    mixers = [gtp_world._standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
+    checkpoint_tasks._cpu_save_patches(torch)
+    mixers = [gdp_tasks._standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
     gc.collect()
     dist.barrier()
     with open("/proc/self/clear_refs", "w") as f:
@@ -78,21 +78,21 @@ def main(argv=None):
         print("ERROR: invalid_argument: need 1 < --gtp <= 16, 1 <= --cols <= 4096, 1 <= --layers <= 8, --pad >= 0",
               file=sys.stderr)
         return 2
-    from adapter import load_megatron
+    from megatron_adapter.megatron_import import load_megatron
     M = load_megatron(args.megatron_path)
     from candidates import shard_split
     applied = shard_split.install(M)
     if not applied["applied"]:
         print(f"NOT RUN: the candidate shard-split design cannot be applied here: {applied['reason']}")
         return 5
-    import gtp_world
+    from megatron_adapter.worlds import gdp_tasks, gloo_worlds, task_table
     torch = M.torch
 
     def zero_weight(ctx, rows, cols):  # the bench needs bytes, not the row codes the checks read
         return torch.zeros(rows, cols, dtype=torch.bfloat16)
-    gtp_world._full_weight = zero_weight
-    gtp_world.TASKS["save_memory"] = task_save_memory
-    gtp_world.set_megatron(M)
+    gdp_tasks._full_weight = zero_weight
+    task_table.TASKS["save_memory"] = task_save_memory
+    gloo_worlds.set_megatron(M)
     # The PR's row structure: 61,760 TP-local rows = 4 x (d_inner 10,240 + Gr*S 5,120 + heads 80), M = 3
     # (the gate's production case pr_61760_g64_p32; the seed gives D, not the split).
     sections, names = M.gdp._get_in_proj_checkpoint_split_layout(10_240, 5_120, 80, 3)
@@ -102,7 +102,7 @@ def main(argv=None):
     print(f"INFO: in_proj {rows} x {args.cols} bf16 (production {PROD['rows']} x {PROD['cols']}), {args.layers} "
           f"layers (production {PROD['layers']}), TP 1, GTP {args.gtp} (production {PROD['gtp']}), p {args.pad}; "
           f"scale: columns x{args.cols / PROD['cols']:.4g}, layers x{args.layers / PROD['layers']:.4g}")
-    world = gtp_world.World(1, args.gtp)
+    world = gloo_worlds.World(1, args.gtp)
     peaks = {}
     try:
         for design in ("gather", "shard-split"):
@@ -117,7 +117,7 @@ def main(argv=None):
             print(f"{design}: per-rank peak bytes during save: median {statistics.median(peaks[design]):,.0f}, "
                   f"max {max(peaks[design]):,} (ranks: {', '.join(f'{b:,}' for b in peaks[design])}); "
                   f"shard {out[0]['shard_rows']} rows, {out[0]['shard_bytes']:,} bytes of shards per rank")
-    except gtp_world.WorldError as exc:
+    except gloo_worlds.WorldError as exc:
         print(f"ERROR: harness_error: {exc}", file=sys.stderr)
         return 3
     finally:

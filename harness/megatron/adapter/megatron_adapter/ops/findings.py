@@ -1,6 +1,6 @@
 """Adapter ops behind the gate's spec-invariant checks that reproduce Megatron's findings
 (harness/megatron/finding_checks.cc, docs/megatron-findings.md). Each runs Megatron's own code in a
-gloo world (gtp_world.py) and answers facts; the C++ check judges them against the spec.
+gloo world (gloo_worlds.py) and answers facts; the C++ check judges them against the spec.
 
   gtp_fresh_retarget  finding B: a fresh GDP/Mamba layer's in_proj under GTP retargeted to a GPT
                       checkpoint; what a load hands back in place of the parameter, per rank
@@ -16,15 +16,15 @@ import os
 import shutil
 import tempfile
 
-from adapter_errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+from megatron_adapter.errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+from megatron_adapter.worlds import gloo_worlds
 
 
 def _task_error(exc):
     return OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
 
 
-def _op_gtp_fresh_retarget(self, req):
-    import gtp_world
+def gtp_fresh_retarget(ctx, req):
     sections = field(req, "sections")  # TP-local sections
     names = str_list_field(req, "names")
     if not isinstance(sections, list) or len(sections) != len(names) or not all(
@@ -33,18 +33,17 @@ def _op_gtp_fresh_retarget(self, req):
     if sum(sections) > 100_000:
         raise BadRequest("in_proj larger than 100,000 rows is beyond this op")
     tp, gtp = integer(req, "tp", minimum=1), integer(req, "gtp", minimum=1)
-    world = self._gtp_ops_for_findings()._world({"tp_size": tp, "gtp_size": gtp})
+    world = ctx.gtp._world({"tp_size": tp, "gtp_size": gtp})
     payload = {"sections": sections, "names": names, "cols": integer(req, "cols", minimum=1),
                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}
     try:
         ranks = world.run("fresh_retarget", payload)
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     return {"ranks": [dict(r, tp=world.coords(i)[1], gtp=world.coords(i)[2]) for i, r in enumerate(ranks)]}
 
 
-def _op_load_orderings(self, req):
-    import gtp_world
+def load_orderings(ctx, req):
     rows, G = integer(req, "rows", minimum=1), integer(req, "gtp_size", minimum=1)
     R, cols = integer(req, "shard_rows", minimum=1), integer(req, "cols", minimum=1)
     if G > 8 or R * G < rows or R > 4096:
@@ -53,13 +52,13 @@ def _op_load_orderings(self, req):
         import megatron.core.dist_checkpointing.tensor_aware_state_dict  # noqa: F401
     except ImportError as exc:
         raise Unsupported(f"MCoreTensorAwareStateDict (to_state_dict) is not in this Megatron: {exc}")
-    world = self._gtp_ops_for_findings()._world({"tp_size": 1, "gtp_size": G})
+    world = ctx.gtp._world({"tp_size": 1, "gtp_size": G})
     ckpt = tempfile.mkdtemp(prefix="ih-orderings-")
     try:
         # to_state_dict's nvidia_resiliency_ext guard is lifted by the worlds' patches
         # (megatron_patches.py, docs/megatron-patches.md); without it to_state_dict answers ImportError.
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "dir": os.path.join(ckpt, "ckpt")})
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     finally:
         shutil.rmtree(ckpt, ignore_errors=True)
@@ -74,28 +73,19 @@ def _op_load_orderings(self, req):
     return {"ranks": ranks}
 
 
-def _op_single_expert_load(self, req):
-    import gtp_world
+def single_expert_load(ctx, req):
     experts = integer(req, "experts", minimum=1)
     if experts > 64:
         raise BadRequest("experts must be at most 64")
-    if getattr(self.M, "interop", None) is None:
+    if getattr(ctx.M, "interop", None) is None:
         raise Unsupported("gpt_checkpoint_interop (GPT->Hybrid retargeting) is not in this Megatron")
     # The worlds apply the GTP patches at start-up, so a Megatron without GTP has none (unsupported).
-    world = self._gtp_ops_for_findings()._world({"tp_size": 1, "gtp_size": 1})
+    world = ctx.gtp._world({"tp_size": 1, "gtp_size": 1})
     ckpt = tempfile.mkdtemp(prefix="ih-experts-")
     try:
         return world.run("single_expert", {"experts": experts, "pattern": string(req, "pattern"),
                                            "dir": os.path.join(ckpt, "ckpt")})[0]
-    except gtp_world.WorldTaskError as exc:
+    except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
     finally:
         shutil.rmtree(ckpt, ignore_errors=True)
-
-
-def register(ops_class, gtp_ops):
-    """Adds the ops to the adapter's Ops."""
-    ops_class._gtp_ops_for_findings = gtp_ops
-    ops_class.op_gtp_fresh_retarget = _op_gtp_fresh_retarget
-    ops_class.op_load_orderings = _op_load_orderings
-    ops_class.op_single_expert_load = _op_single_expert_load

@@ -7,7 +7,7 @@ constructors validate the metadata. Encoding walks the tree in Megatron's traver
 (dicts in insertion order, lists by index), which is the order dict_list_map_inplace visits.
 """
 
-from adapter_errors import BadRequest, OpError, _is_int, boolean, field, int_list, meta_tensor, string
+from megatron_adapter.errors import BadRequest, OpError, _is_int, boolean, field, int_list, meta_tensor, string
 
 _DTYPES = {
     "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
@@ -16,7 +16,7 @@ _DTYPES = {
 
 
 class Codec:
-    """Conversions bound to one set of imported Megatron modules (see adapter.load_megatron)."""
+    """Conversions bound to one set of imported Megatron modules (see megatron_import.load_megatron)."""
 
     def __init__(self, M):
         self.M = M

@@ -1,0 +1,122 @@
+"""Imports Megatron-LM for the adapter: the namespace of its modules and helpers the ops use."""
+
+import os
+import sys
+import types
+
+
+def log(*args):
+    print("megatron-adapter:", *args, file=sys.stderr, flush=True)
+
+
+def load_megatron(megatron_path):
+    """Imports Megatron; returns a namespace of modules and helpers, or raises ImportError.
+    Optional modules that fail to import are recorded in import_errors (their ops answer
+    "unsupported")."""
+    if megatron_path:
+        root = os.path.abspath(megatron_path)
+        if not os.path.isfile(os.path.join(root, "megatron", "core", "__init__.py")):
+            raise ImportError(f"--megatron-path {megatron_path}: no megatron/core/__init__.py there "
+                              "(give the root of a Megatron-LM checkout)")
+        sys.path.insert(0, root)
+        if not os.path.exists(os.path.join(root, ".git")):
+            # Megatron's package_info appends `git rev-parse` of whatever repository encloses it: for
+            # a snapshot extracted under this project's build/ that is the harness's own commit.
+            os.environ.setdefault("NO_VCS_VERSION", "1")
+    import importlib
+
+    import torch
+
+    M = types.SimpleNamespace(torch=torch, import_errors={})
+    import megatron.core  # noqa: F401 - the fatal one
+    M.megatron_version = _megatron_version()
+    M.megatron_path = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(megatron.core.__file__))))
+    if megatron_path and os.path.realpath(M.megatron_path) != os.path.realpath(megatron_path):
+        raise ImportError(f"megatron.core was imported from {M.megatron_path}, not from --megatron-path "
+                          f"{megatron_path} (an earlier import shadows it)")
+    M.megatron_revision = _megatron_revision(M.megatron_path)
+    from megatron.core.dist_checkpointing import core, dict_utils, mapping
+
+    M.mapping, M.dict_utils = mapping, dict_utils
+    M.ShardedTensor, M.ShardedObject = mapping.ShardedTensor, mapping.ShardedObject
+    M.ShardedBase, M.ShardedTensorFactory = mapping.ShardedBase, mapping.ShardedTensorFactory
+    M.LocalNonpersistentObject = mapping.LocalNonpersistentObject
+    M.CheckpointingException = core.CheckpointingException
+    M.nested_values = dict_utils.nested_values
+    optional = {
+        "interop": "megatron.core.dist_checkpointing.gpt_checkpoint_interop",
+        "alloc": "megatron.core.models.hybrid.hybrid_layer_allocation",
+        "validation": "megatron.core.dist_checkpointing.validation",
+        "ssm_utils": "megatron.core.ssm.utils",
+        "gdp": "megatron.core.ssm.gated_delta_product",
+        "gtp": "megatron.core.tensor_parallel.generalized_tensor_parallelism",
+        "mlp": "megatron.core.transformer.mlp",
+    }
+    for name, module in optional.items():
+        try:
+            setattr(M, name, importlib.import_module(module))
+        except Exception as exc:  # noqa: BLE001 - a missing optional module means "unsupported"
+            setattr(M, name, None)
+            M.import_errors[name] = f"cannot import {module}: {type(exc).__name__}: {exc}"
+            log(M.import_errors[name])
+
+    from megatron_adapter.error_kinds import classify
+
+    def call_split_factory(fn, orig, sections, names, dim):
+        try:
+            return fn(orig, sections, names, dim)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {AssertionError: "split_assertion", TypeError: "split_type_error"})
+
+    def swiglu_factory(orig, offsets):
+        if M.mlp is None or not hasattr(M.mlp, "apply_swiglu_sharded_factory"):
+            from megatron_adapter.errors import Unsupported
+            raise Unsupported("apply_swiglu_sharded_factory is not available: "
+                              + M.import_errors.get("mlp", "missing"))
+        try:
+            return M.mlp.apply_swiglu_sharded_factory(orig, offsets)
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc, {AssertionError: "swiglu_assertion"})
+
+    def find_gtp_split_factory():
+        """The checkout's own shard-split factory, else the candidate's when it is applied."""
+        import candidates
+        own = candidates.find_real_gtp_split_factory(M)
+        if own is not None or not M.candidate.get("applied"):
+            return own
+        import functools
+        from candidates import shard_split
+        return functools.partial(shard_split.gtp_split_tensor_factory, M)
+
+    M.candidate = {}  # the candidate's install report (Server.__init__), {} without --candidate
+
+    M.call_split_factory = call_split_factory
+    M.swiglu_factory = swiglu_factory
+    M.find_gtp_split_factory = find_gtp_split_factory
+    return M
+
+
+def _megatron_revision(root):
+    """The checkout's git revision, else a hex revision in its folder name (snapshots are named
+    megatron-lm-<rev>), else None."""
+    import re
+    import subprocess
+    if os.path.exists(os.path.join(root, ".git")):
+        try:
+            out = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    m = re.search(r"-([0-9a-f]{7,40})$", os.path.basename(os.path.normpath(root)))
+    return m.group(1) if m else None
+
+
+def _megatron_version():
+    try:
+        from megatron.core import package_info
+        return package_info.__version__
+    except Exception:  # noqa: BLE001
+        import megatron.core
+        return getattr(megatron.core, "__version__", "unknown")
+

@@ -1,0 +1,1 @@
+"""The adapter's ops, one module per family (docs/adapter-protocol.md)."""

@@ -1,0 +1,76 @@
+"""What every world worker shares: its context, its process groups, the row codes that carry each
+tensor row's provenance, and the Megatron frame of a failure."""
+
+import os
+import traceback
+
+CODE_BASE = float(1 << 26)  # row codes: (source + 1) * CODE_BASE + row + 1; 0 = zero (pad) row
+
+
+def row_code(source, row):
+    return (source + 1) * CODE_BASE + row + 1
+
+
+def decode_rows(values):
+    """[(source, row) or None for a zero row] from a 1-D sequence of row codes."""
+    out = []
+    for v in values:
+        v = float(v)
+        if v == 0.0:
+            out.append(None)
+            continue
+        q = int(v // CODE_BASE)
+        out.append((q - 1, int(v - q * CODE_BASE) - 1))
+    return out
+
+
+class Ctx:
+    """What a worker knows: Megatron, its coordinates and its groups."""
+
+
+def megatron_frame(tb):
+    frame = None
+    for fs in traceback.extract_tb(tb):
+        if "/megatron/" in fs.filename.replace(os.sep, "/"):
+            frame = f"{fs.filename.split('megatron/', 1)[-1]}:{fs.lineno} in {fs.name}"
+    return frame
+
+
+def build_groups(ctx):
+    import torch.distributed as dist
+    T, G, D = ctx.tp_size, ctx.gtp_size, ctx.dp_size
+    rank_of = lambda d, t, g: (d * T + t) * G + g  # noqa: E731
+    ctx.tp_group = ctx.gtp_group = ctx.dp_cp_group = ctx.dp_excl_group = None
+    for d in range(D):
+        for g in range(G):
+            grp = dist.new_group([rank_of(d, t, g) for t in range(T)], backend="gloo")
+            if d == ctx.d and g == ctx.g:
+                ctx.tp_group = grp
+    for d in range(D):
+        for t in range(T):
+            grp = dist.new_group([rank_of(d, t, g) for g in range(G)], backend="gloo")
+            if d == ctx.d and t == ctx.t:
+                ctx.gtp_group = grp
+    for t in range(T):
+        grp = dist.new_group([rank_of(d, t, g) for d in range(D) for g in range(G)], backend="gloo")
+        if t == ctx.t:
+            ctx.dp_cp_group = grp
+    for t in range(T):
+        for g in range(G):
+            grp = dist.new_group([rank_of(d, t, g) for d in range(D)], backend="gloo")
+            if t == ctx.t and g == ctx.g:
+                ctx.dp_excl_group = grp
+    from megatron.core import parallel_state as ps
+    # What initialize_model_parallel sets; the GTP-inclusive dp_cp is Megatron's default dp_cp.
+    ps._TENSOR_MODEL_PARALLEL_GROUP = ctx.tp_group
+    if hasattr(ps, "_DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT"):
+        # A Megatron with GTP: the default dp_cp includes the GTP remat axis; the plain globals
+        # exclude it (the true replicas of a GTP shard).
+        ps._DATA_PARALLEL_GROUP_WITH_GTP_REMAT = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP_WITH_GTP_REMAT = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP = ctx.dp_excl_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_excl_group
+        ps._GTP_WEIGHT_REMAT_GROUP = ctx.gtp_group
+    else:
+        ps._DATA_PARALLEL_GROUP = ctx.dp_cp_group
+        ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_cp_group

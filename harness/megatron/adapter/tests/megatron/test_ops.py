@@ -1,0 +1,97 @@
+"""A few ops against the real Megatron, in the venv (ctest label megatron): the error kinds Megatron's
+own failures get, through the registry as the server dispatches them. Tests marked `worlds` run
+Megatron's checkpoint code in gloo worlds and need a checkout with GTP (--megatron-path)."""
+
+import pytest
+
+import roundtrip_world
+from megatron_adapter.errors import OpError
+from megatron_adapter.megatron_import import load_megatron
+from megatron_adapter.ops.context import OpContext
+from megatron_adapter.registry import OPS
+from megatron_adapter.worlds import gloo_worlds
+
+
+@pytest.fixture(scope="session")
+def ctx(request):
+    M = load_megatron(request.config.getoption("--megatron-path"))
+    gloo_worlds.set_megatron(M)
+    yield OpContext(M)
+    gloo_worlds.close_all()
+
+
+@pytest.fixture
+def gtp_ctx(ctx):
+    if ctx.M.gtp is None:
+        pytest.fail("this test needs a Megatron with GTP: run it with --megatron-path <checkout> "
+                    f"({ctx.M.import_errors.get('gtp')})")
+    return ctx
+
+
+def call(ctx, op, **req):
+    return OPS[op].handler(ctx, dict(req, op=op))
+
+
+def kind_of_failure(ctx, op, **req):
+    with pytest.raises(OpError) as err:
+        call(ctx, op, **req)
+    return err.value.kind
+
+
+def test_pattern_maps(ctx):
+    got = call(ctx, "pattern_maps", pattern="M*M-")
+    assert got["ok"] and got["num_gpt_layers"] == 1 and got["attention_to_gpt"] == [[1, 0]]
+
+
+@pytest.mark.parametrize("op,req,kind", [
+    ("layer_counts", {"pattern": "MQ"}, "invalid_symbol"),            # Megatron's ValueError text
+    ("parse_pattern", {"pattern": "M*//MM"}, "mtp_not_identical"),
+    ("type_maps", {"layers": "MQ"}, "invalid_symbol"),                # Megatron's KeyError, by type
+])
+def test_megatron_failures_get_their_kinds(ctx, op, req, kind):
+    assert kind_of_failure(ctx, op, **req) == kind
+
+
+def test_fill_encodes_with_the_plans_key_shift(ctx):
+    torch = ctx.M.torch
+    # one segment: rows [0, 2) of key 5, global shape (4, 3), offset (1, 0), no prepended axis
+    t = roundtrip_world.fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 40)
+    assert t.tolist() == [[(5 << 40) + 3 * r + c for c in range(3)] for r in (1, 2)]
+    assert roundtrip_world.fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 20)[0, 0] == (5 << 20) + 3
+
+
+KEY = "decoder.layers.0.mixer.in_proj.weight"
+STORED = [{"key": "w", "global_shape": [8, 2], "global_offset": [0, 0], "local_shape": [8, 2], "prepend_axis_num": 0,
+           "data": {"shape": [8, 2], "dtype": "float32", "blocks": [[500, 0, 8]]}}]
+
+
+def tensor_leaf(key, rows):
+    return ["leaf", {"kind": "tensor", "key": key, "global_shape": [rows, 2], "global_offset": [0, 0],
+                     "local_shape": [rows, 2], "axis_fragmentations": [1, 1], "replica_id": 0,
+                     "prepend_axis_num": 0}]
+
+
+@pytest.mark.worlds
+@pytest.mark.parametrize("order", ["serialization_load", "to_state_dict"])
+def test_load_state_reads_back_what_was_stored(gtp_ctx, order):
+    got = call(gtp_ctx, "load_state", order=order, chunks=STORED, objects=[], common={},
+               request=["dict", [["w", tensor_leaf("w", 8)]]])
+    assert got["tree"] == ["dict", [["w", ["tensor", [8, 2], [[500, 0, 8]]]]]]
+
+
+@pytest.mark.worlds
+@pytest.mark.parametrize("key,rows,kind", [
+    ("w", 6, "global_shape_mismatch"),   # CheckpointingException from _validate_global_shapes
+    ("v", 8, "load_not_covered"),        # a key the checkpoint lacks
+])
+def test_load_refusals_get_their_kinds(gtp_ctx, key, rows, kind):
+    assert kind_of_failure(gtp_ctx, "load_state", order="serialization_load", chunks=STORED, objects=[], common={},
+                           request=["dict", [[key, tensor_leaf(key, rows)]]]) == kind
+
+
+@pytest.mark.worlds
+def test_an_election_without_a_replica_group_is_gtp_replica_group_unknown(gtp_ctx):
+    world = {"tp": 1, "gtp": 2, "cp": 1, "dp": 1, "etp": 1, "ep": 1, "egtp": 1}
+    assert kind_of_failure(gtp_ctx, "gtp_param_entry", key=KEY, rows=8, cols=2, pad_for_alignment=0,
+                           election={"world": world, "globals": None, "caller": False, "expert": False,
+                                     "global_rank": 0}) == "gtp_replica_group_unknown"
