@@ -5,8 +5,8 @@
 
 #include <functional>
 #include <optional>
-#include <set>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
