@@ -14,6 +14,7 @@
 #include "models/hybrid_pattern.h"
 #include "models/integrity.h"
 #include "seam/error_kinds.h"
+#include "seam/scenarios.h"
 
 namespace ih {
 
@@ -33,6 +34,12 @@ enum class Operation {
   gtp_param_entry,      // the GTP parameter's own checkpoint entry (spec 4.4, 4.7 invariant 7)
   load_state,           // a load along one of the orderings of spec 3.8
   gtp_padding,          // GTP shard rows and padding (spec 4.4)
+  // Scenario operations (seam/scenarios.h): whole save/load scenarios of the gate's spec-invariant checks.
+  optimizer_resume,   // spec 4.7 invariant 6 (findings R1, R2)
+  fresh_retarget,     // spec 2.4, 4.11 (finding B)
+  load_orderings,     // spec 3.8 (finding C)
+  all_padding_load,   // spec 3.8, 4.7 with all-padding GTP ranks
+  single_expert_load  // spec 2.5, addendum G (finding A)
 };
 
 /// How large a world an implementation can run for one case. Real Megatron runs one process per
@@ -116,6 +123,30 @@ class Implementation {
   /// Loads `request` from `checkpoint` along `order` (spec 3.8: serialization.load or to_state_dict).
   virtual Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) {
     return unsupported(name(), "load_state");
+  }
+
+  // Scenario operations (seam/scenarios.h): facts the gate's spec-invariant checks judge. Defaults answer
+  // `unsupported` (the check is NOT RUN).
+
+  /// The in_proj and its exp_avg saved in one GTP world and loaded in another (spec 4.7 invariant 6).
+  virtual Result<OptimizerResumeAnswer> optimizer_resume(const OptimizerResumeCase& c) {
+    return unsupported(name(), "optimizer_resume");
+  }
+  /// A fresh in_proj under GTP retargeted to a GPT checkpoint, and what a load hands back (spec 2.4, 4.11).
+  virtual Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) {
+    return unsupported(name(), "fresh_retarget");
+  }
+  /// serialization.load and to_state_dict of one tree per GTP rank, all-padding ranks included (spec 3.8).
+  virtual Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) {
+    return unsupported(name(), "load_orderings");
+  }
+  /// Megatron's serialization.load of a real checkpoint with all-padding GTP ranks (spec 3.8, 4.7).
+  virtual Result<AllPaddingLoadAnswer> all_padding_load(const AllPaddingCase& c) {
+    return unsupported(name(), "Megatron's serialization.load on a real checkpoint (Megatron targets only)");
+  }
+  /// A GPT save of expert objects, the hybrid request retargeted and loaded (spec 2.5, addendum G).
+  virtual Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) {
+    return unsupported(name(), "single_expert_load");
   }
 };
 

@@ -20,6 +20,7 @@ class RecordingImplementation : public Implementation {
   Outcome no_verdict_outcome() const { return no_verdict_ ? outcome_of_error(no_verdict_->kind) : Outcome::passed; }
 
   std::string name() const override { return inner_.name(); }
+  CodeIdentity code_identity() const override { return inner_.code_identity(); }
   bool supports(Operation op) const override { return inner_.supports(op); }
   WorldCapacity capacity() const override { return inner_.capacity(); }
   Result<pattern::ParsedPattern> parse_pattern(std::optional<std::string_view> text) override {
@@ -69,6 +70,19 @@ class RecordingImplementation : public Implementation {
   }
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override {
     return seen(inner_.load_state(checkpoint, request, order));
+  }
+  Result<OptimizerResumeAnswer> optimizer_resume(const OptimizerResumeCase& c) override {
+    return seen(inner_.optimizer_resume(c));
+  }
+  Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) override {
+    return seen(inner_.fresh_retarget(c));
+  }
+  Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override { return seen(inner_.load_orderings(c)); }
+  Result<AllPaddingLoadAnswer> all_padding_load(const AllPaddingCase& c) override {
+    return seen(inner_.all_padding_load(c));
+  }
+  Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override {
+    return seen(inner_.single_expert_load(c));
   }
 
  private:

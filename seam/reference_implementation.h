@@ -36,6 +36,12 @@ class ReferenceImplementation : public Implementation {
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override {
     return load_checkpoint(checkpoint, request, order);
   }
+  // Scenario operations: bodies in reference_scenarios.cc, built from the operations above (virtual,
+  // so a mutant's planted bug shows in them). all_padding_load stays unsupported: it is Megatron's own.
+  Result<OptimizerResumeAnswer> optimizer_resume(const OptimizerResumeCase& c) override;
+  Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) override;
+  Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override;
+  Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override;
 };
 
 }  // namespace ih

@@ -13,8 +13,6 @@
 #include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
-#include "harness/megatron/finding_checks.h"
-#include "harness/megatron/gtp_checks.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
 #include "harness/targets/targets.h"
@@ -113,9 +111,9 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
   // Spec invariants Megatron is known to break (pinned in corpus/findings/), for every target.
-  for (gate::Check& check : megatron::finding_checks()) checks.push_back(std::move(check));
+  for (gate::Check& check : gate::spec_invariant_checks()) checks.push_back(std::move(check));
   if (differential)
-    for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), megatron::gtp_gather_checks()})
+    for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), gate::gtp_gather_checks()})
       for (gate::Check& check : group) checks.push_back(std::move(check));
   return gate::with_unique_names(std::move(checks));
 }

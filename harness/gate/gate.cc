@@ -19,6 +19,18 @@ Check Check::simple(std::string group, std::string name, std::function<Result<st
                [body = std::move(body)](Implementation& target) { return answer_of(body(target)); }};
 }
 
+Check Check::typed(std::string group, std::string name, std::function<Result<Violations>(Implementation&)> body) {
+  return Check{std::move(group), std::move(name), [body = std::move(body)](Implementation& target) {
+                 const Result<Violations> found = body(target);
+                 if (!found.ok()) return answer_of(found.error());
+                 std::string detail;
+                 for (const Violation& v : *found) detail += (detail.empty() ? "" : "\n      ") + v.text;
+                 CheckAnswer answer = answer_of(detail);
+                 answer.violations = *found;
+                 return answer;
+               }};
+}
+
 CheckAnswer answer_of(const Result<std::string>& result) {
   CheckAnswer answer;
   if (!result.ok()) {
@@ -50,7 +62,23 @@ const KnownFinding* KnownFindings::match(const ReproToken& token) const {
   return nullptr;
 }
 
-std::optional<std::string> KnownFinding::mismatch(const std::string& detail) const {
+std::optional<std::string> KnownFinding::mismatch(const CheckAnswer& answer) const {
+  if (!violations.empty()) {
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const Violation& v : answer.violations) {
+      if (!violations.count({v.kind, v.key}))
+        return "a violation the finding pinned in " + file + " does not expect: " + v.kind + " " + v.key;
+      seen.insert({v.kind, v.key});
+    }
+    for (const auto& [kind, key] : violations)
+      if (!seen.count({kind, key}))
+        return "the finding pinned in " + file + " expects the violation '" + kind + " " + key +
+               "', which this failure lacks";
+    return std::nullopt;
+  }
+  if (!answer.violations.empty())
+    return "the finding pinned in " + file + " has no 'violation: ' lines for this typed check";
+  const std::string& detail = answer.detail;
   std::vector<std::string> lines;
   for (std::string_view line : split_views(detail, '\n'))
     if (const auto first = line.find_first_not_of(' '); first != std::string_view::npos)
@@ -82,14 +110,24 @@ Result<KnownFindings> load_known_findings(const std::string& corpus_dir) {
     text << in.rdbuf();
     auto pinned = parse_pinned(text.str());
     if (!pinned.ok()) return pinned.error().with_context(file.string());
-    KnownFinding finding{*pinned, {}, file.filename().string()};
+    KnownFinding finding{*pinned, {}, {}, file.filename().string()};
     const std::string body = text.str();
-    for (std::string_view line : split_views(body, '\n'))
+    for (std::string_view line : split_views(body, '\n')) {
       if (line.substr(0, 8) == "expect: " && line.size() > 8) finding.expect.emplace_back(line.substr(8));
-    if (finding.expect.empty())
-      return make_error(
-          ErrorKind::invalid_argument,
-          file.string() + ": a known finding needs at least one 'expect: ' line (a text its failure shows)");
+      if (line.substr(0, 11) != "violation: ") continue;
+      const std::string_view rest = line.substr(11);
+      const std::size_t space = rest.find(' ');
+      if (space == std::string_view::npos || space == 0 || space + 1 >= rest.size())
+        return make_error(ErrorKind::invalid_argument,
+                          file.string() + ": a 'violation: ' line is '<kind> <key>': " + std::string(line));
+      finding.violations.insert({std::string(rest.substr(0, space)), std::string(rest.substr(space + 1))});
+    }
+    if (finding.expect.empty() == finding.violations.empty())
+      return make_error(ErrorKind::invalid_argument,
+                        file.string() +
+                            ": a known finding needs 'violation: <kind> <key>' lines (a typed check's violations) "
+                            "or, for a check without typed violations, 'expect: ' lines (texts its failure shows), "
+                            "not both");
     known.findings.push_back(std::move(finding));
   }
   return known;
@@ -113,7 +151,7 @@ CheckResult run_one(Implementation& target, const Check& check, const ReproToken
   }
   if (const KnownFinding* finding = known.match(result.token)) {
     if (result.answer.outcome == Outcome::failed) {
-      if (const auto differs = finding->mismatch(result.answer.detail)) {
+      if (const auto differs = finding->mismatch(result.answer)) {
         result.answer.detail = "not the known finding: " + *differs + "\n      " + result.answer.detail;
       } else {
         result.answer.outcome = Outcome::known_finding;

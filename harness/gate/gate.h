@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,15 @@
 
 namespace ih::gate {
 
+/// One way a check's invariant did not hold, typed: a known finding is matched on `kind` and `key`,
+/// the report shows `text`.
+struct Violation {
+  std::string kind;  // e.g. "load_refused/global_shape_mismatch", "rows_misplaced", "order_failed"
+  std::string key;   // what it concerns: a checkpoint key, a tensor, a load order, a mixer and its shapes
+  std::string text;  // the failure line, with its case
+};
+using Violations = std::vector<Violation>;
+
 /// What one check concluded.
 struct CheckAnswer {
   Outcome outcome = Outcome::passed;
@@ -24,6 +34,7 @@ struct CheckAnswer {
   std::optional<ReproToken> case_token;  // a token naming exactly the failing case (properties: rc=...)
   std::optional<props::GtpCase> layout;  // the failing in_proj layout, drawn in the reports
   std::string note;                      // how the check was limited on this target (printed with any outcome)
+  Violations violations;                 // a typed check's failure, one per line of `detail`
 };
 
 /// One named check. `name` is stable: tokens and known findings refer to it, never to a position.
@@ -35,6 +46,8 @@ struct Check {
   /// A check that answers "" when it holds, else what went wrong; an error answer is typed by its
   /// kind (unsupported: not run; timeout; harness error; anything else: a finding).
   static Check simple(std::string group, std::string name, std::function<Result<std::string>(Implementation&)> body);
+  /// A check that answers the violations it found (none: it holds); errors as simple's.
+  static Check typed(std::string group, std::string name, std::function<Result<Violations>(Implementation&)> body);
   /// "gate/<group>/<name>".
   std::string check_name() const { return gate_check_name(group, name); }
 };
@@ -73,18 +86,30 @@ std::vector<Check> retarget_scenario_checks();
 std::vector<Check> differential_checks();
 /// Split factory chunks, Megatron's validation verdicts and FSDP trees, reference vs target.
 std::vector<Check> layout_differential_checks();
+/// Spec invariants Megatron is known to break (docs/megatron-findings.md), for every target; group
+/// "spec invariants", stable names: optimizer_resume_gtp_to_no_gtp (R1), optimizer_resume_tp2_gtp_change
+/// (R2), optimizer_resume_tp1_gtp_change (holds), fresh_in_proj_fits_parameter (B),
+/// load_orders_agree_all_padding (C), single_expert_objects_load (A).
+std::vector<Check> spec_invariant_checks();
+/// The gather-design GTP save path (spec 4.5) against the reference on fixed layouts; group "gtp-gather":
+/// gather_pieces, gather_merge, gather_param_entry, all_padding_load (Megatron's own serialization.load:
+/// NOT RUN on the reference).
+std::vector<Check> gtp_gather_checks();
 
 /// Refuses two checks with one name: a token must name exactly one check.
 Result<std::vector<Check>> with_unique_names(std::vector<Check> checks);
 
 /// One known finding (corpus/findings/<name>.finding): a `token:` line naming the check, target and
-/// mutant, a one-line `reason:`, and `expect:` lines, texts the failure must show.
+/// mutant, a one-line `reason:`, and `violation: <kind> <key>` lines, the typed violations the failure
+/// must be (a typed check's); a check without typed violations (a property) is pinned by `expect:` lines,
+/// texts its failure must show.
 struct KnownFinding {
   PinnedCase pin;
+  std::set<std::pair<std::string, std::string>> violations;  // (kind, key): exactly the failure's
   std::vector<std::string> expect;  // every line of the failure's detail contains one; each is in some line
   std::string file;
-  /// Whether `detail` (lines separated by "\n") is exactly this finding; else why not.
-  std::optional<std::string> mismatch(const std::string& detail) const;
+  /// Whether `answer` is exactly this finding; else why not.
+  std::optional<std::string> mismatch(const CheckAnswer& answer) const;
 };
 
 /// Known findings: pinned failures of a target, each with its reason.

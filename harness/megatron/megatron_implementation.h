@@ -11,6 +11,7 @@
 #include <string>
 
 #include "codec/json_codec.h"
+#include "codec/json_scenarios.h"
 #include "harness/process/line_subprocess.h"
 #include "seam/implementation.h"
 
@@ -56,17 +57,6 @@ class MegatronImplementation : public Implementation {
   CodeIdentity code_identity() const override;
   /// The adapter-side mutants: [{"name", "description"}, ...].
   Result<json::Json> list_mutants() { return call("mutants", json::Json::object()); }
-  /// Megatron's serialization.load, after a real save, of a tree whose in_proj factory builds one
-  /// LocalNonpersistentObject on the all-padding GTP ranks (spec 4.7): {"ranks": [{"ok", "rows" |
-  /// "error"}]} per GTP rank (docs/adapter-protocol.md, gtp_all_padding_load).
-  Result<json::Json> all_padding_load(std::int64_t rows, std::int64_t gtp_size, std::int64_t shard_rows,
-                                      std::int64_t cols) {
-    return call("gtp_all_padding_load",
-                {{"rows", rows}, {"gtp_size", gtp_size}, {"shard_rows", shard_rows}, {"cols", cols}});
-  }
-  /// One adapter operation by name with its request fields (docs/adapter-protocol.md): what the
-  /// gate's Megatron-only checks ask that the seam has no operation for (finding_checks.cc).
-  Result<json::Json> adapter_op(const std::string& op, json::Json fields) { return call(op, std::move(fields)); }
   /// What the adapter wrote on stderr (for reports).
   std::string adapter_stderr() const { return process_.stderr_tail(); }
 
@@ -93,6 +83,19 @@ class MegatronImplementation : public Implementation {
   /// Megatron's MCoreTensorAwareStateDict.to_state_dict (both to_state_dict orders of the seam: Megatron
   /// has one); a GTP in_proj factory is rebuilt, loaded and merged by Megatron in its layout's world.
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override;
+  // Scenario operations (seam/scenarios.h): Megatron's own code in gloo worlds, the replies read by the
+  // codec (codec/json_scenarios.h; docs/adapter-protocol.md).
+  /// gtp_roundtrip with optimizer state: a real save of the GDP mixer and its exp_avg, a real load.
+  Result<OptimizerResumeAnswer> optimizer_resume(const OptimizerResumeCase& c) override;
+  /// gtp_fresh_retarget: the mixer's own sharded_state_dict, retargeted with its layer fresh.
+  Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) override;
+  /// load_orderings: serialization.load and MCoreTensorAwareStateDict.to_state_dict after a real save.
+  Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override;
+  /// gtp_all_padding_load: serialization.load whose factory builds one LocalNonpersistentObject on
+  /// the all-padding ranks.
+  Result<AllPaddingLoadAnswer> all_padding_load(const AllPaddingCase& c) override;
+  /// single_expert_load: a real GPT save of the expert objects and a real GPT->Hybrid load.
+  Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

@@ -97,7 +97,7 @@ try:
     check("-- ends the options", run("repro", "--", "--help").returncode == 2)
     # Known findings (corpus/findings/*.finding): the spec-invariant checks the reference fails as it
     # models Megatron are KNOWN FINDING, not FAILED; a different failure of a pinned check still fails;
-    # a pin whose check passes is reported STALE; a pin without an expect: line is refused.
+    # a pin whose check passes is reported STALE; a pin without violation: or expect: lines is refused.
     def outcomes(result):
         return {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     known = run("gate", "--property-cases", "5", "--json")
@@ -109,7 +109,7 @@ try:
     shutil.copytree(corpus, pins)
     r1 = os.path.join(pins, "findings", "R1-optimizer-resume-gtp-to-no-gtp.reference.finding")
     text = open(r1).read()
-    open(r1, "w").write(re.sub(r"(?m)^expect: .*$", "expect: requested (121, 2)", text))
+    open(r1, "w").write(re.sub(r"(?m)^violation: .*$", "violation: load_refused/global_shape_mismatch other.key", text))
     differs = run("gate", "--corpus", pins, "--property-cases", "5", "--json")
     c = outcomes(differs).get("gate/spec-invariants/optimizer_resume_gtp_to_no_gtp", {})
     check("a failure other than the pinned one fails the gate",
@@ -125,7 +125,7 @@ try:
           f"rc={stale.returncode} {stale.stdout[-400:]}")
     with open(os.path.join(pins, "findings", "stale.reference.finding"), "w") as f:
         f.write("token: ih1:gate/spec-invariants/optimizer_resume_tp1_gtp_change:target=reference\nreason: r\n")
-    check("a known finding without an expect: line is refused",
+    check("a known finding without violation: or expect: lines is refused",
           run("gate", "--corpus", pins, "--property-cases", "5").returncode == 2)
 
     clean = run("gate", "--require-all", "--property-cases", "5")

@@ -1,0 +1,184 @@
+#include "codec/json_scenarios.h"
+
+namespace ih::json {
+namespace {
+
+Error protocol(const std::string& what, const Json& reply) {
+  return make_error(seam_kind::harness_error, "adapter protocol: " + what + " in reply " + dump(reply));
+}
+
+Json side_json(const GtpSide& s) { return Json{{"tp", s.tp}, {"gtp", s.gtp}, {"pad_for_alignment", s.pad}}; }
+
+/// A Megatron error text with the frame it was raised in, when the reply names one.
+std::string with_frame(std::string message, const Json& object, const char* frame_field) {
+  if (object.contains(frame_field) && object[frame_field].is_string())
+    message += " (at " + object[frame_field].get<std::string>() + ")";
+  return message;
+}
+
+std::optional<Shape> shape_of(const Json& value) {
+  if (!value.is_array()) return std::nullopt;
+  Shape out;
+  for (const Json& d : value) {
+    if (!d.is_number_integer()) return std::nullopt;
+    out.push_back(d.get<std::int64_t>());
+  }
+  return out;
+}
+
+std::optional<std::array<std::int64_t, 2>> pair_of(const Json& value) {
+  if (!value.is_array() || value.size() != 2 || !value[0].is_number_integer() || !value[1].is_number_integer())
+    return std::nullopt;
+  return std::array<std::int64_t, 2>{value[0].get<std::int64_t>(), value[1].get<std::int64_t>()};
+}
+
+/// {"ok": true, "rows": [[rank, row] | null], "keys": [...]} or {"ok": false, "error", "frame"?}.
+Result<OrderedLoad> ordered_load(const Json& x, const std::string& step, const Json& reply) {
+  OrderedLoad out;
+  if (!x.is_object()) return protocol("a rank's load is not an object", reply);
+  if (!x.value("ok", false)) {
+    out.refused = Refusal{step, std::nullopt, with_frame(x.value("error", std::string("?")), x, "frame")};
+    return out;
+  }
+  if (!x.contains("rows") || !x["rows"].is_array() || !x.contains("keys") || !x["keys"].is_array())
+    return protocol("a loaded rank without \"rows\" and \"keys\"", reply);
+  for (const Json& row : x["rows"]) {
+    if (row.is_null()) {
+      out.rows.emplace_back();
+    } else if (const auto pair = pair_of(row)) {
+      out.rows.emplace_back(*pair);
+    } else {
+      return protocol("a loaded row that is neither [rank, row] nor null", reply);
+    }
+  }
+  for (const Json& key : x["keys"]) {
+    if (!key.is_string()) return protocol("a loaded key that is not a string", reply);
+    out.keys.push_back(key.get<std::string>());
+  }
+  return out;
+}
+
+Result<std::vector<Json>> ranks_of(const Json& reply) {
+  if (!reply.is_object() || !reply.contains("ranks") || !reply["ranks"].is_array())
+    return protocol("no \"ranks\" list", reply);
+  return std::vector<Json>(reply["ranks"].begin(), reply["ranks"].end());
+}
+
+}  // namespace
+
+Json optimizer_resume_request(const OptimizerResumeCase& c) {
+  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols},
+              {"optimizer", true},              {"save", side_json(c.save)}, {"load", side_json(c.load)}};
+}
+
+Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::string key) {
+  if (!r.is_object()) return protocol("not an object", r);
+  OptimizerResumeAnswer out;
+  out.key = std::move(key);
+  if (r.value("ok", false)) return out;
+  if (r.contains("load_error") && r["load_error"].is_string()) {
+    out.refused = Refusal{"the load", std::nullopt, with_frame(r["load_error"].get<std::string>(), r, "megatron_frame")};
+    return out;
+  }
+  for (const char* what : {"weight", "exp_avg"}) {
+    const std::int64_t n = r.value(std::string(what) + "_mismatches", std::int64_t{0});
+    if (n == 0) continue;
+    Json first = r.value("first_" + std::string(what) + "_mismatches", Json::array());
+    while (first.is_array() && first.size() > 2) first.erase(first.size() - 1);
+    out.mismatches.push_back({what, n, dump(first)});
+  }
+  const Json pad = r.value("model_pad_rows_in_checkpoint", Json::array());
+  if (!pad.empty()) out.pad_rows_in_checkpoint = dump(pad);
+  if (out.mismatches.empty() && out.pad_rows_in_checkpoint.empty())
+    out.unexplained = "the round trip did not hold: " + dump(r);
+  return out;
+}
+
+Json fresh_retarget_request(const FreshRetargetCase& c) {
+  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols},
+              {"tp", c.tp},                     {"gtp", c.gtp},             {"pad_for_alignment", c.pad},
+              {"pattern", c.pattern}};
+}
+
+Result<FreshRetargetAnswer> fresh_retarget_from_json(const Json& reply) {
+  IH_TRY_ASSIGN(ranks, ranks_of(reply));
+  FreshRetargetAnswer out;
+  for (const Json& rank : ranks) {
+    if (!rank.is_object()) return protocol("a rank that is not an object", reply);
+    FreshRetargetRank r;
+    r.rank = "(t=" + dump(rank.value("tp", Json())) + ", g=" + dump(rank.value("gtp", Json())) + ")";
+    r.entry_type = rank.value("entry_type", std::string("?"));
+    r.loaded_shape = shape_of(rank.value("loaded_shape", Json()));
+    r.param_shape = shape_of(rank.value("param_shape", Json()));
+    if (r.entry_type == kLocalObjectType) {
+      const std::string copied = rank.value("copy_into_param", std::string("?"));
+      if (copied != "ok") r.copy_error = copied;
+    }
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+Json all_padding_request(const AllPaddingCase& c) {
+  return Json{{"rows", c.rows}, {"gtp_size", c.gtp}, {"shard_rows", c.shard_rows}, {"cols", c.cols}};
+}
+
+Result<LoadOrderingsAnswer> load_orderings_from_json(const Json& reply) {
+  IH_TRY_ASSIGN(ranks, ranks_of(reply));
+  LoadOrderingsAnswer out;
+  for (const Json& rank : ranks) {
+    if (!rank.is_object()) return protocol("a rank that is not an object", reply);
+    OrderingsRank r;
+    IH_TRY_ASSIGN(a, ordered_load(rank.value("serialization_load", Json()), "serialization.load", reply));
+    IH_TRY_ASSIGN(b, ordered_load(rank.value("to_state_dict", Json()), "to_state_dict", reply));
+    r.serialization_load = std::move(a), r.to_state_dict = std::move(b);
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<AllPaddingLoadAnswer> all_padding_load_from_json(const Json& reply) {
+  IH_TRY_ASSIGN(ranks, ranks_of(reply));
+  AllPaddingLoadAnswer out;
+  for (const Json& rank : ranks) {
+    IH_TRY_ASSIGN(loaded, ordered_load(rank, "serialization.load", reply));
+    out.ranks.push_back(std::move(loaded));
+  }
+  return out;
+}
+
+Json single_expert_request(const SingleExpertCase& c) { return Json{{"experts", c.experts}, {"pattern", c.pattern}}; }
+
+Result<SingleExpertAnswer> single_expert_from_json(const Json& r) {
+  if (!r.is_object()) return protocol("not an object", r);
+  SingleExpertAnswer out;
+  out.loads_objects = true;
+  if (r.contains("save_error")) {
+    out.refused = Refusal{"the GPT save", std::nullopt, dump(r["save_error"])};
+    return out;
+  }
+  if (r.contains("load_error")) {
+    out.refused = Refusal{"the GPT->Hybrid load", std::nullopt,
+                          r.value("load_error", std::string()) + " (requested " +
+                              dump(r.value("requested", Json::object())) + "; saved " +
+                              dump(r.value("saved", Json::array())) + ")"};
+    return out;
+  }
+  const Json loaded = r.value("load", Json::object());
+  if (!loaded.is_object()) return protocol("\"load\" is not an object", r);
+  for (const auto& [key, value] : loaded.items()) {
+    ExpertObject object{key, "", true, std::nullopt};
+    if (value.is_object() && value.contains("layer") && value.contains("expert"))
+      object.loaded = pair_of(Json::array({value["layer"], value["expert"]}));
+    out.objects.push_back(std::move(object));
+  }
+  return out;
+}
+
+std::string rows_text(const std::vector<std::optional<std::array<std::int64_t, 2>>>& rows) {
+  Json out = Json::array();
+  for (const auto& row : rows) out.push_back(row ? Json::array({(*row)[0], (*row)[1]}) : Json(nullptr));
+  return dump(out);
+}
+
+}  // namespace ih::json

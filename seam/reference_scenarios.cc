@@ -1,0 +1,265 @@
+// The reference's scenario operations (seam/scenarios.h), built from its own operations through
+// `this`, so a mutant's planted bug in gtp_param_entry, load_state or retarget shows in them.
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "models/checkpoint_model.h"
+#include "models/flat_state.h"
+#include "models/gpt_layer_maps.h"
+#include "models/synthetic_model.h"
+#include "seam/reference_implementation.h"
+
+namespace ih {
+namespace {
+
+constexpr const char* kInProjKey = "decoder.layers.0.mixer.in_proj.weight";
+
+std::uint64_t saved_storage(std::int64_t t, std::int64_t g) { return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g); }
+
+GtpFactoryParams side_params(const OptimizerResumeCase& c, const GtpSide& s, std::int64_t t, std::int64_t g,
+                             std::uint64_t storage) {
+  GtpFactoryParams params;
+  params.key = kInProjKey;
+  for (std::int64_t section : c.in_proj.sections) params.layout.sections.push_back(section / s.tp);
+  params.layout.names = c.in_proj.names;
+  params.tp_size = s.tp, params.tp_rank = t, params.gtp_size = s.gtp, params.gtp_rank = g;
+  params.pad_alignment = s.pad, params.cols = c.cols, params.dtype = "float32";
+  params.replica_id = ReplicaId::tuple({0, 0, 0});  // DP = 1: every shard's only replica writes it
+  const auto padding = gtp_padding_of(params);
+  params.shard = TensorValue::of_storage(storage, {padding.ok() ? padding->shard_rows : 0, c.cols}, "float32");
+  return params;
+}
+
+/// (TP rank, TP-local row) at T1 of TP-local row x of TP rank t2 at T2: the sections split by TP.
+std::optional<std::pair<std::int64_t, std::int64_t>> source_row(const std::vector<std::int64_t>& sections,
+                                                                std::int64_t t1_size, std::int64_t t2_size,
+                                                                std::int64_t t2, std::int64_t x) {
+  std::int64_t start1 = 0, start2 = 0;
+  for (std::int64_t s : sections) {
+    const std::int64_t s1 = s / t1_size, s2 = s / t2_size;
+    if (x < start2 + s2) {
+      const std::int64_t row = t2 * s2 + (x - start2);
+      return std::make_pair(row / s1, start1 + row % s1);
+    }
+    start1 += s1, start2 += s2;
+  }
+  return std::nullopt;
+}
+
+/// Row j of `value`: (storage, row), or nullopt for a zero row.
+std::optional<std::pair<std::uint64_t, std::int64_t>> row_of(const TensorValue& value, std::int64_t j) {
+  for (const RowBlock& b : value.blocks) {
+    if (j < b.rows) return b.is_zero() ? std::nullopt : std::optional(std::make_pair(b.storage, b.first_row + j));
+    j -= b.rows;
+  }
+  return std::nullopt;
+}
+
+std::string rank_text(std::int64_t t, std::int64_t g) {
+  return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")";
+}
+
+/// A refusal for an error that is a verdict; an error without one (unsupported, timeout, harness) stays an error.
+Result<Refusal> refusal(const Error& error, std::string step) {
+  if (is_no_answer(error.kind)) return error;
+  return Refusal{std::move(step), error.kind, error.message};
+}
+
+}  // namespace
+
+// The in_proj's exp_avg is keyed by the GTP parameter's own entry (gtp_param_entry, "optimizer.state.exp_avg."
+// prepended, as make_sharded_optimizer_tensor does), real rows carrying their provenance and pad rows zero;
+// every rank of the save world saves, every rank of the load world loads its own entry (serialization.load).
+Result<OptimizerResumeAnswer> ReferenceImplementation::optimizer_resume(const OptimizerResumeCase& c) {
+  OptimizerResumeAnswer answer;
+  answer.key = std::string("optimizer.state.exp_avg.") + kInProjKey;
+  std::int64_t total = 0;
+  for (std::int64_t s : c.in_proj.sections) total += s;
+  const std::int64_t d1 = total / c.save.tp, d2 = total / c.load.tp;
+  std::vector<StateNode> trees;
+  std::map<std::int64_t, std::int64_t> saved_rows;  // t -> R at the save
+  for (std::int64_t t = 0; t < c.save.tp; ++t)
+    for (std::int64_t g = 0; g < c.save.gtp; ++g) {
+      auto entry = gtp_param_entry(side_params(c, c.save, t, g, saved_storage(t, g)));
+      if (!entry.ok()) {
+        IH_TRY_ASSIGN(refused, refusal(entry.error(), "the save-side parameter entry"));
+        answer.refused = std::move(refused);
+        return answer;
+      }
+      const std::int64_t r = entry->local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
+      saved_rows[t] = r;
+      IH_TRY_ASSIGN(exp_avg,
+                    TensorValue::concat_rows({TensorValue::of_storage(saved_storage(t, g), {r, c.cols}).row_view(0, real),
+                                              TensorValue::zeros({r - real, c.cols})}));
+      ShardedTensor state = *entry;
+      state.key = "optimizer.state.exp_avg." + entry->key;
+      state.data = exp_avg, state.dtype = exp_avg.dtype;
+      trees.push_back(StateNode(StateDict{{std::string("exp_avg"), StateNode(std::move(state))}}));
+    }
+  IH_TRY_ASSIGN(checkpoint, save_checkpoint(trees));
+  RowMismatches wrong{"exp_avg", 0, ""};
+  for (std::int64_t t = 0; t < c.load.tp; ++t)
+    for (std::int64_t g = 0; g < c.load.gtp; ++g) {
+      auto entry = gtp_param_entry(side_params(c, c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g)));
+      if (!entry.ok()) {
+        IH_TRY_ASSIGN(refused, refusal(entry.error(), "the load-side parameter entry"));
+        answer.refused = std::move(refused);
+        return answer;
+      }
+      ShardedTensor request = *entry;
+      request.key = "optimizer.state.exp_avg." + entry->key;
+      answer.key = request.key;
+      const StateNode tree(StateDict{{std::string("exp_avg"), StateNode(request)}});
+      auto loaded = load_state(checkpoint, tree, LoadOrder::serialization_load);
+      if (!loaded.ok()) {
+        IH_TRY_ASSIGN(refused, refusal(loaded.error(), "the load"));
+        answer.refused = std::move(refused);
+        return answer;
+      }
+      const StateNode* node = loaded->find(std::string("exp_avg"));
+      const auto* value = node ? node->leaf_if<TensorValue>() : nullptr;
+      const std::int64_t r = entry->local_shape.at(0);
+      if (!value || value->rows() != r) {
+        answer.unexplained = rank_text(t, g) + " loaded no (" + std::to_string(r) + ", C) exp_avg";
+        return answer;
+      }
+      for (std::int64_t j = 0; j < r; ++j) {
+        const std::int64_t x = g * r + j;
+        std::optional<std::pair<std::uint64_t, std::int64_t>> want;
+        if (x < d2)
+          if (const auto src = source_row(c.in_proj.sections, c.save.tp, c.load.tp, t, x))
+            want = std::make_pair(saved_storage(src->first, src->second / saved_rows[src->first]),
+                                  src->second % saved_rows[src->first]);
+        const auto got = row_of(*value, j);
+        if (got == want) continue;
+        if (wrong.count++ == 0) {
+          const auto show = [](const std::optional<std::pair<std::uint64_t, std::int64_t>>& row) {
+            return row ? "saved storage " + std::to_string(row->first) + " row " + std::to_string(row->second)
+                       : std::string("zero");
+          };
+          wrong.first = rank_text(t, g) + " row " + std::to_string(j) + " (TP-local row " + std::to_string(x) +
+                        ") holds " + show(got) + ", expected " + show(want);
+        }
+      }
+    }
+  if (wrong.count) answer.mismatches.push_back(std::move(wrong));
+  return answer;
+}
+
+// The synthetic hybrid model's GDP (gather design) or Mamba in_proj under GTP, retargeted through the
+// seam; a load hands back the fresh layer's local value for the parameter, whose shape is that of the
+// exp_avg keyed by the parameter's own entry.
+Result<FreshRetargetAnswer> ReferenceImplementation::fresh_retarget(const FreshRetargetCase& c) {
+  FreshRetargetAnswer answer;
+  ModelConfig config;
+  config.ssm_mixer = c.mixer, config.gdp_design = GtpSaveDesign::gather, config.pad_alignment = c.pad;
+  for (std::int64_t t = 0; t < c.tp; ++t)
+    for (std::int64_t g = 0; g < c.gtp; ++g) {
+      RankLayout rank;
+      rank.tp = c.tp, rank.tp_rank = t, rank.gtp = c.gtp, rank.gtp_rank = g;
+      IH_TRY_ASSIGN(tree, hybrid_sharded_state_dict(config, c.pattern, rank, OptimizerStates{{"exp_avg"}}));
+      const std::vector<FlatEntry> before = flatten(tree);
+      IH_TRY_ASSIGN(after, retarget(c.pattern, before));
+      if (after.size() != before.size()) return make_error(seam_kind::harness_error, "retarget changed the entry count");
+      std::map<std::string, Shape> param_shape;
+      for (const FlatEntry& e : before)
+        if (const auto* st = std::get_if<ShardedTensor>(&e.entry); st && e.path.starts_with("optimizer.state."))
+          param_shape[e.path] = st->local_shape;
+      for (std::size_t i = 0; i < before.size(); ++i) {
+        if (!std::holds_alternative<ShardedTensorFactory>(before[i].entry) ||
+            !before[i].path.ends_with("mixer.in_proj.weight"))
+          continue;
+        FreshRetargetRank out;
+        out.rank = "g=" + std::to_string(g) + " " + before[i].path;
+        const auto shape = param_shape.find("optimizer.state." + before[i].path + ".exp_avg");
+        if (shape == param_shape.end())
+          return make_error(seam_kind::harness_error, out.rank + ": no exp_avg entry beside it");
+        out.param_shape = shape->second;
+        const auto* lnp = std::get_if<LocalNonpersistent>(&after[i].entry);
+        const auto* value = lnp ? std::get_if<TensorValue>(&lnp->payload) : nullptr;
+        out.entry_type = value ? kLocalObjectType : "entry that is not a local object holding a tensor";
+        if (value) out.loaded_shape = value->shape;
+        answer.ranks.push_back(std::move(out));
+      }
+    }
+  return answer;
+}
+
+// One tree per GTP rank ({"mixer": {"in_proj.weight": factory}, "local": LNP, "iteration": 7}), the
+// in_proj factory being the target's shard split (make_gtp_factory); to_state_dict is the target's
+// model of Megatron's order (LoadOrder::to_state_dict_baseline).
+Result<LoadOrderingsAnswer> ReferenceImplementation::load_orderings(const AllPaddingCase& c) {
+  const auto tree = [&c](std::int64_t g, std::uint64_t storage) -> Result<StateNode> {
+    GtpFactoryParams p;
+    p.key = kInProjKey;
+    p.layout = SplitLayout{std::vector<std::int64_t>(6, c.rows / 6), {"z", "V0", "K0", "Q", "b0", "a"}};
+    p.gtp_size = c.gtp, p.gtp_rank = g, p.pad_alignment = c.shard_rows, p.cols = c.cols, p.dtype = "float32";
+    p.replica_id = ReplicaId::tuple({0, 0, 0});
+    p.shard = TensorValue::of_storage(storage, {c.shard_rows, c.cols}, "float32");
+    IH_TRY_ASSIGN(factory, make_gtp_factory(GtpSaveDesign::shard_split, p));
+    return StateNode(StateDict{
+        {std::string("mixer"), StateNode(StateDict{{std::string("in_proj.weight"), StateNode(std::move(factory))}})},
+        {std::string("local"), StateNode(LocalNonpersistent{Payload(ObjectRef{500 + static_cast<std::uint64_t>(g)})})},
+        {std::string("iteration"), StateNode(PlainValue{"7"})}});
+  };
+  if (c.rows % 6 != 0) return make_error(ErrorKind::invalid_argument, "load_orderings: rows must split into 6 sections");
+  std::vector<StateNode> trees;
+  for (std::int64_t g = 0; g < c.gtp; ++g) {
+    IH_TRY_ASSIGN(t, tree(g, 0x7000 + static_cast<std::uint64_t>(g)));
+    trees.push_back(std::move(t));
+  }
+  IH_TRY_ASSIGN(checkpoint, save_checkpoint(trees));
+  LoadOrderingsAnswer answer;
+  for (std::int64_t g = 0; g < c.gtp; ++g) {
+    IH_TRY_ASSIGN(request, tree(g, 0x8000 + static_cast<std::uint64_t>(g)));
+    OrderingsRank rank;
+    for (const auto& [order, step, out] :
+         {std::tuple{LoadOrder::serialization_load, "serialization.load", &rank.serialization_load},
+          std::tuple{LoadOrder::to_state_dict_baseline, "to_state_dict", &rank.to_state_dict}}) {
+      auto loaded = load_state(checkpoint, request, order);
+      if (!loaded.ok()) {
+        IH_TRY_ASSIGN(refused, refusal(loaded.error(), step));
+        out->refused = std::move(refused);
+        continue;
+      }
+      for (const DictItem& item : loaded->dict()) out->keys.push_back(std::get<std::string>(item.key));
+      std::sort(out->keys.begin(), out->keys.end());
+      const StateNode* mixer = loaded->find(std::string("mixer"));
+      const StateNode* in_proj = mixer && mixer->is_dict() ? mixer->find(std::string("in_proj.weight")) : nullptr;
+      const auto* value = in_proj ? in_proj->leaf_if<TensorValue>() : nullptr;
+      for (std::int64_t j = 0; value && j < value->rows(); ++j) {
+        const auto row = row_of(*value, j);
+        out->rows.push_back(row ? std::optional(std::array<std::int64_t, 2>{
+                                      static_cast<std::int64_t>(row->first - 0x7000), row->second})
+                                : std::nullopt);
+      }
+    }
+    answer.ranks.push_back(std::move(rank));
+  }
+  return answer;
+}
+
+// The synthetic model's GPT save (E experts) and the hybrid request retargeted through the seam: which
+// stored object each expert object of the request asks for, and whether the save wrote it.
+Result<SingleExpertAnswer> ReferenceImplementation::single_expert_load(const SingleExpertCase& c) {
+  IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(std::string_view(c.pattern)));
+  ModelConfig config;
+  config.num_experts = c.experts;
+  IH_TRY_ASSIGN(gpt, gpt_sharded_state_dict(config, maps.num_gpt_layers, RankLayout{}));
+  IH_TRY_ASSIGN(checkpoint, save_checkpoint({gpt}));
+  IH_TRY_ASSIGN(hybrid, hybrid_sharded_state_dict(config, c.pattern, RankLayout{}));
+  IH_TRY_ASSIGN(after, retarget(c.pattern, flatten(hybrid)));
+  SingleExpertAnswer answer;
+  for (const FlatEntry& e : after) {
+    const auto* o = std::get_if<ShardedObject>(&e.entry);
+    if (!o || o->key.find(".mlp.experts.") == std::string::npos) continue;
+    answer.objects.push_back({e.path, o->unique_key(), checkpoint.objects.count(o->unique_key()) > 0, std::nullopt});
+  }
+  if (answer.objects.empty())
+    return make_error(seam_kind::harness_error, "the synthetic MoE model has no expert objects");
+  return answer;
+}
+
+}  // namespace ih
