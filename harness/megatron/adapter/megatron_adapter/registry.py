@@ -52,7 +52,7 @@ OPS = {
     "gtp_unpatched_save": Op(gtp.gtp_unpatched_save, None),
     "gtp_roundtrip": Op(gtp.gtp_roundtrip, None),
     "gtp_all_padding_load": Op(gtp.gtp_all_padding_load, None),
-    # The finding checks' ops (harness/megatron/finding_checks.cc, docs/megatron-findings.md).
+    # The finding checks' ops (harness/gate/gate_invariants.cc, docs/megatron-findings.md).
     "gtp_fresh_retarget": Op(findings.gtp_fresh_retarget, None),
     "load_orderings": Op(findings.load_orderings, None),
     "single_expert_load": Op(findings.single_expert_load, None),

@@ -1,5 +1,5 @@
 """Adapter ops behind the gate's spec-invariant checks that reproduce Megatron's findings
-(harness/megatron/finding_checks.cc, docs/megatron-findings.md). Each runs Megatron's own code in a
+(harness/gate/gate_invariants.cc, docs/megatron-findings.md). Each runs Megatron's own code in a
 gloo world (gloo_worlds.py) and answers facts; the C++ check judges them against the spec.
 
   gtp_fresh_retarget  finding B: a fresh GDP/Mamba layer's in_proj under GTP retargeted to a GPT
