@@ -18,6 +18,7 @@
 #include "harness/cli/output_places.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
+#include "harness/process/child_run.h"
 #include "harness/process/run_scope.h"
 #include "harness/roundtrip/roundtrip_plan.h"
 #include "harness/roundtrip/world_run.h"

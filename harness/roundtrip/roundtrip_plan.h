@@ -4,10 +4,8 @@
 // which saves with real CPU data, loads into the retargeted hybrid dict and checks every element.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,20 +32,5 @@ struct RoundtripScenario {
 /// divide the dimensions) and writes into `dir`: plan.json, save_rank_<r>.json, load_rank_<r>.json
 /// (rank r = pp_rank * tp + tp_rank). Returns the GPT layer count.
 Result<std::int64_t> write_roundtrip_inputs(const RoundtripScenario& scenario, const std::filesystem::path& dir);
-
-/// How a child process ended.
-struct ChildOutcome {
-  int exit_code = -1;     // valid when !signaled && !timed_out
-  bool signaled = false;  // killed by a signal it did not ask for
-  int signal = 0;
-  bool timed_out = false;  // we killed it (and its process group) at the deadline
-  std::string stderr_tail;
-  double seconds = 0;
-};
-
-/// Runs argv in its own process group; every stdout line goes to on_line as it arrives; stderr
-/// goes to a temporary file whose tail is kept. At the deadline the whole group is killed.
-Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
-                               const std::function<void(const std::string&)>& on_line);
 
 }  // namespace ih

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "codec/json_codec.h"
+#include "harness/process/child_run.h"
 #include "harness/roundtrip/roundtrip_plan.h"
 
 #ifndef IH_SOURCE_DIR_PATH
