@@ -76,7 +76,7 @@ int properties_command(const std::vector<std::string>& argv) {
   auto size = args->int_value("max-size", 100, 0, kMaxSize);
   for (const auto* r : {&seed, &cases, &size})
     if (!r->ok()) return report_error(r->error(), kExitBadInput);
-  const TargetSpec spec{"reference", args->value("mutant"), std::nullopt};
+  const TargetSpec spec{TargetKind::reference, args->value("mutant"), std::nullopt};
   auto impl = make_target(spec);
   if (!impl.ok()) return report_error(impl.error(), kExitBadInput);
   const std::string only = args->value("only").value_or("");
