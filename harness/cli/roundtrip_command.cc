@@ -10,7 +10,6 @@
 #include <iostream>
 #include <limits>
 #include <sstream>
-#include <tuple>
 
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
@@ -30,37 +29,49 @@
 namespace ih::cli {
 namespace {
 
-const CommandSpec kRoundtrip = {
+const char* const kSynopsis =
     "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
     "[--gated] [--optimizer] [--json]   (one scenario laid out on the command line)\n"
     "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
     "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]\n"
     "both run mpirun save and load worlds, every loaded element checked by the LibTorch verifier\n"
     "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
-    "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)",
-    {{"target", true, "megatron (the only target: the reference model has no storage)"},
-     {"pattern", true, "hybrid layer pattern of the loading run (default M*-M*-)"},
-     {"save-tp", true, "tensor parallel size of the GPT run that saves (default 2)"},
-     {"save-pp", true, "pipeline parallel size of the GPT run that saves (default 1)"},
-     {"load-tp", true, "tensor parallel size of the hybrid run that loads (default 1)"},
-     {"load-pp", true, "pipeline parallel size of the hybrid run that loads (default 1)"},
-     {"gated", false, "gated (SwiGLU) MLP: fc1 is a ShardedTensorFactory on both sides"},
-     {"optimizer", false, "add distributed-optimizer entries (exp_avg, exp_avg_sq, fp32_param)"},
-     {"timeout", true, "seconds before a world (save, load) or the verifier is killed (default 300)"},
-     {"python", true, "Python with torch + megatron-core (default: the ci/install-megatron.sh venv)"},
-     {"megatron-path", true, "a Megatron-LM checkout to import instead of the installed package"},
-     {"keep", true, "write inputs and the checkpoint into DIR and keep them"},
-     {"mutant", true, "apply one adapter-side Megatron mutant (the check must then fail)"},
-     {"no-cpu-patches", false, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
-     {"json", false, "print only the summary as one JSON line"},
-     {"scenario", true, "worlds mode: run one named scenario (see --list)"},
-     {"all", false, "worlds mode: run every scenario that fits --save-ranks/--load-ranks"},
-     {"seed", true, "worlds mode: run a scenario drawn from seed S (layouts, pattern, flags)"},
-     {"list", false, "worlds mode: list the scenarios"},
-     {"save-ranks", true, "worlds mode: ranks of the save world, launched with mpirun (default 2)"},
-     {"load-ranks", true, "worlds mode: ranks of the load world, launched with mpirun (default 4)"},
-     {"device", true, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
-     {"fault", true, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"}}};
+    "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
+
+/// The command's options, filled from kRoundtripFlags (defaults here).
+struct RoundtripOptions : GivenFlags {
+  std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, device, fault;
+  std::int64_t save_tp = 2, save_pp = 1, load_tp = 1, load_pp = 1;  // the command-line scenario
+  std::int64_t save_ranks = 2, load_ranks = 4, seed = 0, timeout_s = 300;
+  bool gated = false, optimizer = false, no_cpu_patches = false, json = false, all = false, list = false;
+};
+
+using O = RoundtripOptions;
+const std::vector<Flag<O>> kRoundtripFlags = {
+    {"target", &O::target, "megatron (the only target: the reference model has no storage)"},
+    {"pattern", &O::pattern, "hybrid layer pattern of the loading run (default M*-M*-)"},
+    {"save-tp", &O::save_tp, "tensor parallel size of the GPT run that saves (default 2)", 1, 16},
+    {"save-pp", &O::save_pp, "pipeline parallel size of the GPT run that saves (default 1)", 1, 16},
+    {"load-tp", &O::load_tp, "tensor parallel size of the hybrid run that loads (default 1)", 1, 16},
+    {"load-pp", &O::load_pp, "pipeline parallel size of the hybrid run that loads (default 1)", 1, 16},
+    {"gated", &O::gated, "gated (SwiGLU) MLP: fc1 is a ShardedTensorFactory on both sides"},
+    {"optimizer", &O::optimizer, "add distributed-optimizer entries (exp_avg, exp_avg_sq, fp32_param)"},
+    {"timeout", &O::timeout_s, "seconds before a world (save, load) or the verifier is killed (default 300)", 1, 86400},
+    {"python", &O::python, "Python with torch + megatron-core (default: the ci/install-megatron.sh venv)"},
+    {"megatron-path", &O::megatron_path, "a Megatron-LM checkout to import instead of the installed package"},
+    {"keep", &O::keep, "write inputs and the checkpoint into DIR and keep them"},
+    {"mutant", &O::mutant, "apply one adapter-side Megatron mutant (the check must then fail)"},
+    {"no-cpu-patches", &O::no_cpu_patches, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
+    {"json", &O::json, "print only the summary as one JSON line"},
+    {"scenario", &O::scenario, "worlds mode: run one named scenario (see --list)"},
+    {"all", &O::all, "worlds mode: run every scenario that fits --save-ranks/--load-ranks"},
+    {"seed", &O::seed, "worlds mode: run a scenario drawn from seed S (layouts, pattern, flags)", 0,
+     std::numeric_limits<std::int64_t>::max()},
+    {"list", &O::list, "worlds mode: list the scenarios"},
+    {"save-ranks", &O::save_ranks, "worlds mode: ranks of the save world, launched with mpirun (default 2)", 1, 64},
+    {"load-ranks", &O::load_ranks, "worlds mode: ranks of the load world, launched with mpirun (default 4)", 1, 64},
+    {"device", &O::device, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
+    {"fault", &O::fault, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"}};
 
 int bad_input(const std::string& message) {
   return report_error(make_error(ErrorKind::invalid_argument, message), kExitBadInput);
@@ -99,32 +110,26 @@ std::string mib(std::int64_t bytes) {
 /// an mpirun launch; every element checked by the LibTorch verifier against the C++ oracle. The
 /// scenarios are named (--scenario, --all), drawn (--seed) or, with `custom`, laid out on the
 /// command line (--target megatron --pattern ... --save-tp ...).
-int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& custom) {
-  if (args.has("list")) {  // with --json: {"scenarios": [{"name", "description"} or {"name", "not_run"}]}
+int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenario>& custom) {
+  if (args.list) {  // with --json: {"scenarios": [{"name", "description"} or {"name", "not_run"}]}
     json::Json listed = json::Json::array();
     for (const auto& name : world_scenario_names()) {
       auto s = make_world_scenario(name, 4, 2);
       const std::string description = s.ok() ? s->description : s.error().message;
       listed.push_back({{"name", name}, {"description", description}});
-      if (!args.has("json")) std::cout << name << ": " << description << "\n";
+      if (!args.json) std::cout << name << ": " << description << "\n";
     }
     for (const auto& [name, why] : world_scenarios_not_run()) {
       listed.push_back({{"name", name}, {"not_run", why}});
-      if (!args.has("json")) std::cout << name << ": NOT RUN: " << why << "\n";
+      if (!args.json) std::cout << name << ": NOT RUN: " << why << "\n";
     }
-    if (args.has("json")) std::cout << json::dump(json::Json{{"scenarios", listed}}) << "\n";
+    if (args.json) std::cout << json::dump(json::Json{{"scenarios", listed}}) << "\n";
     return kExitOk;
   }
   const auto bad = [](const std::string& message) { return bad_input(message); };
-  std::int64_t save_ranks = 2, load_ranks = 4, timeout_s = 300;
-  for (auto [flag, slot, hi] : {std::tuple<const char*, std::int64_t*, std::int64_t>{"save-ranks", &save_ranks, 64},
-                                {"load-ranks", &load_ranks, 64},
-                                {"timeout", &timeout_s, 86400}}) {
-    const auto v = args.int_value(flag, *slot, 1, hi);
-    if (!v.ok()) return report_error(v.error(), kExitBadInput);
-    *slot = *v;
-  }
-  const std::string device = args.value("device").value_or("cpu");
+  std::int64_t save_ranks = args.save_ranks, load_ranks = args.load_ranks;
+  const std::int64_t timeout_s = args.timeout_s;
+  const std::string device = args.device.value_or("cpu");
   if (device != "cpu" && device != "cuda") return bad("--device must be cpu or cuda, got '" + device + "'");
   std::vector<WorldScenario> scenarios;
   std::vector<std::string> not_run;
@@ -133,8 +138,8 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
   } else {
     const int modes = (args.has("scenario") ? 1 : 0) + (args.has("all") ? 1 : 0) + (args.has("seed") ? 1 : 0);
     if (modes != 1) return bad("worlds mode needs exactly one of --scenario NAME, --all, --seed S");
-    if (args.has("target")) {
-      const auto target = parse_target_kind(*args.value("target"));
+    if (args.target) {
+      const auto target = parse_target_kind(*args.target);
       if (!target.ok()) return report_error(target.error(), kExitBadInput);
       if (*target != TargetKind::megatron) return bad("--target must be megatron");
     }
@@ -143,7 +148,7 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
         return bad(std::string("--") + legacy + " lays out one scenario of its own; named scenarios fix their layouts");
   }
   std::optional<WorldFault> fault;
-  if (const auto word = args.value("fault")) {
+  if (const auto& word = args.fault) {
     auto parsed = parse_world_fault(*word);
     if (!parsed.ok()) return report_error(parsed.error(), kExitBadInput);
     const std::int64_t ranks = parsed->kind == WorldFault::Kind::hang_load ? load_ranks : save_ranks;
@@ -154,14 +159,14 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
   }
   if (custom) {
     scenarios.push_back(*custom);
-  } else if (auto name = args.value("scenario")) {
+  } else if (const auto& name = args.scenario) {
     auto s = make_world_scenario(*name, save_ranks, load_ranks);
     if (!s.ok()) {
       std::cerr << "ERROR: " << to_string(s.error().kind) << ": " << s.error().message << "\n";
       return kExitBadInput;
     }
     scenarios.push_back(*s);
-  } else if (args.has("all")) {
+  } else if (args.all) {
     std::vector<std::string> names = world_scenario_names();
     for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
     for (const auto& name : names) {
@@ -175,13 +180,11 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
     }
     for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
   } else {
-    const auto seed = args.int_value("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
-    if (!seed.ok()) return report_error(seed.error(), kExitBadInput);
-    auto s = seeded_world_scenario(static_cast<std::uint64_t>(*seed), save_ranks, load_ranks);
+    auto s = seeded_world_scenario(static_cast<std::uint64_t>(args.seed), save_ranks, load_ranks);
     if (!s.ok()) return bad(s.error().message);
     scenarios.push_back(*s);
   }
-  const bool as_json = args.has("json");
+  const bool as_json = args.json;
   std::ostream& progress = as_json ? std::cerr : std::cout;
   for (const auto& n : not_run) progress << "roundtrip: NOT RUN " << n << "\n";
   if (scenarios.empty()) {
@@ -191,7 +194,7 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
   }
 
   WorkDir work;
-  if (auto keep = args.value("keep")) {
+  if (const auto& keep = args.keep) {
     work.path = *keep, work.keep = true;
   } else {
     std::string templ = temp_dir() + "/interop-harness-worlds-XXXXXX";
@@ -203,13 +206,13 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
   }
   WorldRunOptions options;
   options.device = device;
-  options.mutant = args.value("mutant");
+  options.mutant = args.mutant;
   options.fault = fault;
-  options.python = args.value("python").value_or(default_megatron_python());
-  options.megatron_path = args.value("megatron-path");
+  options.python = args.python.value_or(default_megatron_python());
+  options.megatron_path = args.megatron_path;
   options.world_timeout_s = timeout_s;
   options.work = work.path;
-  options.no_cpu_patches = args.has("no-cpu-patches");
+  options.no_cpu_patches = args.no_cpu_patches;
   options.progress = [&](const std::string& line) { progress << "roundtrip: " << line << "\n" << std::flush; };
   if (!std::filesystem::exists(options.python)) {
     std::cerr << "ERROR: harness_error: no Python with Megatron at " << options.python
@@ -220,7 +223,7 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
   // ci/megatron-snapshot.sh): their own pair of worlds on that checkout.
   std::vector<WorldScenario> gpt_scenarios, gtp_scenarios;
   for (const auto& s : scenarios) (s.kind == ScenarioKind::gdp_gtp ? gtp_scenarios : gpt_scenarios).push_back(s);
-  std::optional<std::string> snapshot = args.value("megatron-path");
+  std::optional<std::string> snapshot = args.megatron_path;
   if (!gtp_scenarios.empty() && !snapshot) {
     const std::filesystem::path root = std::filesystem::path(IH_SOURCE_DIR_PATH) / "build" / "megatron-snapshot";
     std::error_code ec;
@@ -350,30 +353,22 @@ int worlds_command(const ParsedArgs& args, const std::optional<WorldScenario>& c
 
 int roundtrip_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kRoundtrip, exit_code);
-  if (!args) return exit_code;
-  if (const auto keep = args->value("keep")) {  // checked (and created) before anything runs
-    const Status ready = check_output_folder("keep", *keep);
+  const auto options = open_command(argv, kSynopsis, kRoundtripFlags, exit_code);
+  if (!options) return exit_code;
+  if (options->keep) {  // checked (and created) before anything runs
+    const Status ready = check_output_folder("keep", *options->keep);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
   for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks"})
-    if (args->has(world_flag)) return worlds_command(*args, std::nullopt);
-  const auto target = parse_target_kind(args->value("target").value_or(""));
+    if (options->has(world_flag)) return worlds_command(*options, std::nullopt);
+  const auto target = parse_target_kind(options->target.value_or(""));
   if (!target.ok() || *target != TargetKind::megatron)
     return bad_input("roundtrip needs --target megatron (the reference model has no storage to round-trip through)");
-  WorldLayout save{.tp = 2}, load{.tp = 1};
-  for (auto [flag, slot] : {std::pair<const char*, std::int64_t*>{"save-tp", &save.tp},
-                            {"save-pp", &save.pp},
-                            {"load-tp", &load.tp},
-                            {"load-pp", &load.pp}}) {
-    const auto v = args->int_value(flag, *slot, 1, 16);
-    if (!v.ok()) return report_error(v.error(), kExitBadInput);
-    *slot = *v;
-  }
-  auto custom = custom_world_scenario(args->value("pattern").value_or("M*-M*-"), save, load, args->has("gated"),
-                                      args->has("optimizer"));
+  auto custom = custom_world_scenario(options->pattern.value_or("M*-M*-"),
+                                      {.tp = options->save_tp, .pp = options->save_pp},
+                                      {.tp = options->load_tp, .pp = options->load_pp}, options->gated, options->optimizer);
   if (!custom.ok()) return report_error(custom.error(), kExitBadInput);
-  return worlds_command(*args, *custom);
+  return worlds_command(*options, *custom);
 }
 
 }  // namespace ih::cli
