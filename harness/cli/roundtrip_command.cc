@@ -100,6 +100,17 @@ std::string verdict_word(Outcome outcome) {
   return "?";
 }
 
+/// The run's last line opens with the word of its exit code (the shared table).
+std::string run_verdict_word(int exit_code) {
+  switch (exit_code) {
+    case kExitOk: return "PASS";
+    case kExitHarnessError: return "HARNESS ERROR";
+    case kExitTimeout: return "TIMEOUT";
+    case kExitNothingRan: return "NOT RUN";
+    default: return "FAIL";
+  }
+}
+
 std::string mib(std::int64_t bytes) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB";
@@ -344,7 +355,7 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   if (as_json)
     std::cout << json::dump(json::Json{{"ok", all_ok}, {"scenarios", list}}) << "\n";
   else
-    std::cout << "roundtrip: " << (all_ok ? "PASS" : "FAIL") << " (" << report->scenarios.size() << " scenario(s), "
+    std::cout << "roundtrip: " << run_verdict_word(code) << " (" << report->scenarios.size() << " scenario(s), "
               << save_ranks << " -> " << load_ranks << " ranks, " << device << ")\n";
   return code;
 }
