@@ -4,7 +4,10 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "models/result.h"
@@ -62,5 +65,52 @@ std::optional<ParsedArgs> open_command(const std::vector<std::string>& argv, con
 int report_error(const Error& error, int code);
 /// report_error with the exit code that the error's kind implies (bad input, timeout, harness error).
 int report_error(const Error& error);
+
+/// Which flags a command line gave; a command's typed options derive from it.
+struct GivenFlags {
+  std::set<std::string> given;
+  bool has(const std::string& flag) const { return given.count(flag) > 0; }
+};
+
+/// One row of a command's flag table, bound to a field of its typed options O (the shape of
+/// libFuzzer's flag table): a switch (bool), a text (optional string), or an integer in [min, max]
+/// whose default is the field's initial value.
+template <class O>
+struct Flag {
+  std::string name;  // without leading dashes
+  std::variant<bool O::*, std::optional<std::string> O::*, std::int64_t O::*> field;
+  std::string help;
+  std::int64_t min = 0, max = 0;  // integers only
+};
+
+/// The shared opening (open_command) for a command whose flags are one table: parses argv, then
+/// fills O from it, every integer checked against its range. nullopt with `exit_code` set (0 for
+/// --help, 2 for bad input, the message printed) when the command must return now.
+template <class O>
+std::optional<O> open_command(const std::vector<std::string>& argv, const std::string& synopsis,
+                              const std::vector<Flag<O>>& table, int& exit_code) {
+  static_assert(std::is_base_of_v<GivenFlags, O>);
+  CommandSpec spec{synopsis, {}};
+  for (const Flag<O>& f : table)
+    spec.flags.push_back({f.name, !std::holds_alternative<bool O::*>(f.field), f.help});
+  const auto args = open_command(argv, spec, exit_code);
+  if (!args) return std::nullopt;
+  O options;
+  for (const Flag<O>& f : table) {
+    if (!args->has(f.name)) continue;
+    options.given.insert(f.name);
+    if (const auto* on = std::get_if<bool O::*>(&f.field)) options.**on = true;
+    if (const auto* text = std::get_if<std::optional<std::string> O::*>(&f.field)) options.**text = args->value(f.name);
+    if (const auto* number = std::get_if<std::int64_t O::*>(&f.field)) {
+      const auto value = args->int_value(f.name, options.**number, f.min, f.max);
+      if (!value.ok()) {
+        exit_code = report_error(value.error(), kExitBadInput);
+        return std::nullopt;
+      }
+      options.**number = *value;
+    }
+  }
+  return options;
+}
 
 }  // namespace ih::cli

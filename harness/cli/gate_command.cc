@@ -50,9 +50,9 @@ const std::vector<FlagSpec> kGateFlags = [] {
 
 std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(install::corpus_dir().string()); }
 
-TargetSpec spec_of(const ParsedArgs& args) {
-  return TargetSpec{args.value("target").value_or("reference"), args.value("mutant"), args.value("megatron-path"),
-                    args.value("candidate"), args.value("fix")};
+Result<TargetSpec> spec_of(const ParsedArgs& args) {
+  return validated_target(args.value("target"), args.value("mutant"), args.value("megatron-path"),
+                          args.value("candidate"), args.value("fix"));
 }
 
 /// The options that change which checks exist and what they generate.
@@ -65,7 +65,7 @@ struct Budget {
 Result<Budget> budget_of(const ParsedArgs& args, const TargetSpec& spec) {
   Budget budget;
   IH_TRY_ASSIGN(seed, args.int_value("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  IH_TRY_ASSIGN(cases, args.int_value("property-cases", spec.target == "reference" ? 25 : 5, 1, kMaxPropertyCases));
+  IH_TRY_ASSIGN(cases, args.int_value("property-cases", spec.target == TargetKind::reference ? 25 : 5, 1, kMaxPropertyCases));
   budget.seed = static_cast<std::uint64_t>(seed), budget.property_cases = cases, budget.corpus = corpus_of(args);
   return budget;
 }
@@ -154,7 +154,7 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
     else
       std::cout << name << "\t" << bug_class_text << "\t" << description << "\n";
   };
-  if (spec.target == "reference") {
+  if (spec.target == TargetKind::reference) {
     for (const MutantInfo& m : mutant_catalogue()) add(m.name, m.bug_class, m.bug_class, m.description);
   } else {
     auto megatron = MegatronImplementation::start(megatron_options(spec));
@@ -187,7 +187,7 @@ int gate_command(const std::vector<std::string>& argv) {
                                   kGateFlags},
                                  exit_code);
   if (!args) return exit_code;
-  auto spec = validated(spec_of(*args));
+  auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
   if (args->has("list-mutants")) return list_mutants(*spec, args->has("json"));
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
@@ -197,7 +197,7 @@ int gate_command(const std::vector<std::string>& argv) {
   }
   auto budget = budget_of(*args, *spec);
   if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
-  auto checks = all_checks(*budget, spec->target != "reference");
+  auto checks = all_checks(*budget, spec->target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget->corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
@@ -237,12 +237,12 @@ int replay_gate_check(const ReproToken& token, const std::optional<std::string>&
   const TargetSpec& spec = *replayed;
   Budget budget;
   const auto seed = parse_int(token.option("seed").value_or("1"));
-  const auto cases = parse_int(token.option("cases").value_or(spec.target == "reference" ? "25" : "5"));
+  const auto cases = parse_int(token.option("cases").value_or(spec.target == TargetKind::reference ? "25" : "5"));
   if (!seed.ok() || !cases.ok() || *seed < 0 || *cases < 1 || *cases > kMaxPropertyCases)
     return report_error(make_error(ErrorKind::invalid_argument, "token has a bad seed or cases option"), kExitBadInput);
   budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases;
   budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
-  auto checks = all_checks(budget, spec.target != "reference");
+  auto checks = all_checks(budget, spec.target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   const auto found =
       std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });
@@ -292,21 +292,21 @@ int mutants_command(const std::vector<std::string>& argv) {
   const auto args = open_command(
       argv, {"interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]", flags}, exit_code);
   if (!args) return exit_code;
-  auto spec = validated(spec_of(*args));
+  auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
   if (spec->mutant)
     return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
                         kExitBadInput);
   auto budget = budget_of(*args, *spec);
   if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
-  auto checks = all_checks(*budget, spec->target != "reference");
+  auto checks = all_checks(*budget, spec->target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   struct Planted {
     std::string name, description;
     std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
   };
   std::vector<Planted> mutants;
-  if (spec->target == "reference") {
+  if (spec->target == TargetKind::reference) {
     for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
   } else {
     auto clean = MegatronImplementation::start(megatron_options(*spec));

@@ -21,16 +21,27 @@ namespace {
 constexpr std::int64_t kMaxSize = 10'000;
 constexpr std::int64_t kMaxCases = 10'000'000;
 
-const CommandSpec kProperties = {
-    "interop-harness properties [--list] [--seed S] [--cases N] [--max-size N] [--only TEXT] [--json] [--mutant NAME]",
-    {{"list", false, "list every property with its one-line description"},
-     {"seed", true, "RapidCheck seed (default 0: fixed, so runs repeat)"},
-     {"cases", true, "cases per property, 1.." + std::to_string(kMaxCases) + " (default 100)"},
-     {"max-size", true, "RapidCheck's maximum size, 0.." + std::to_string(kMaxSize) + " (default 100)"},
-     {"mutant", true, "run against a planted mutant instead of the reference (see --list-mutants)"},
-     {"list-mutants", false, "list the planted mutants with their bug classes"},
-     {"only", true, "run only properties whose name contains this text"},
-     {"json", false, "machine-readable output"}}};
+const char* const kPropertiesSynopsis =
+    "interop-harness properties [--list] [--seed S] [--cases N] [--max-size N] [--only TEXT] [--json] [--mutant NAME]";
+
+/// The command's options, filled from kPropertiesFlags (defaults here).
+struct PropertiesOptions : GivenFlags {
+  bool list = false, list_mutants = false, json = false;
+  std::int64_t seed = 0, cases = 100, max_size = 100;
+  std::optional<std::string> mutant, only;
+};
+
+using P = PropertiesOptions;
+const std::vector<Flag<P>> kPropertiesFlags = {
+    {"list", &P::list, "list every property with its one-line description"},
+    {"seed", &P::seed, "RapidCheck seed (default 0: fixed, so runs repeat)", 0, std::numeric_limits<std::int64_t>::max()},
+    {"cases", &P::cases, "cases per property, 1.." + std::to_string(kMaxCases) + " (default 100)", 1, kMaxCases},
+    {"max-size", &P::max_size, "RapidCheck's maximum size, 0.." + std::to_string(kMaxSize) + " (default 100)", 0,
+     kMaxSize},
+    {"mutant", &P::mutant, "run against a planted mutant instead of the reference (see --list-mutants)"},
+    {"list-mutants", &P::list_mutants, "list the planted mutants with their bug classes"},
+    {"only", &P::only, "run only properties whose name contains this text"},
+    {"json", &P::json, "machine-readable output"}};
 
 /// `--list` / `--list-mutants`: aligned lines, or with --json {"properties": [{"name", "group",
 /// "description"}]} / {"mutants": [{"name", "bug_class", "description"}]}.
@@ -68,18 +79,13 @@ void print_table(const std::vector<props::PropertyRun>& runs) {
 
 int properties_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kProperties, exit_code);
+  const auto args = open_command(argv, kPropertiesSynopsis, kPropertiesFlags, exit_code);
   if (!args) return exit_code;
-  if (args->has("list") || args->has("list-mutants")) return list(args->has("list-mutants"), args->has("json"));
-  auto seed = args->int_value("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
-  auto cases = args->int_value("cases", 100, 1, kMaxCases);
-  auto size = args->int_value("max-size", 100, 0, kMaxSize);
-  for (const auto* r : {&seed, &cases, &size})
-    if (!r->ok()) return report_error(r->error(), kExitBadInput);
-  const TargetSpec spec{"reference", args->value("mutant"), std::nullopt};
+  if (args->list || args->list_mutants) return list(args->list_mutants, args->json);
+  const TargetSpec spec{TargetKind::reference, args->mutant, std::nullopt};
   auto impl = make_target(spec);
   if (!impl.ok()) return report_error(impl.error(), kExitBadInput);
-  const std::string only = args->value("only").value_or("");
+  const std::string only = args->only.value_or("");
   std::vector<const props::Property*> selected;
   for (const props::Property& p : props::all_properties())
     if (p.name.find(only) != std::string::npos) selected.push_back(&p);
@@ -88,13 +94,13 @@ int properties_command(const std::vector<std::string>& argv) {
         make_error(ErrorKind::invalid_argument, "--only '" + only + "' matches no property (see --list)"),
         kExitBadInput);
 
-  std::ostream& progress = args->has("json") ? std::cerr : std::cout;
+  std::ostream& progress = args->json ? std::cerr : std::cout;
   props::load_configuration();
   json::Json report{{"properties", json::Json::array()}};
   std::vector<props::PropertyRun> runs;
   std::vector<Outcome> outcomes;
   const props::RunParams params{
-      static_cast<std::uint64_t>(*seed), static_cast<int>(*cases), static_cast<int>(*size), {}};
+      static_cast<std::uint64_t>(args->seed), static_cast<int>(args->cases), static_cast<int>(args->max_size), {}};
   for (const props::Property* p : selected) {
     progress << "INFO: [" << runs.size() + 1 << "/" << selected.size() << "] " << p->name << " ... " << std::flush;
     const props::PropertyRun o = p->run(**impl, params);
@@ -120,7 +126,7 @@ int properties_command(const std::vector<std::string>& argv) {
   }
   exit_code = exit_code_of(outcomes);
   report["ok"] = exit_code == kExitOk;
-  if (args->has("json"))
+  if (args->json)
     std::cout << json::dump(report) << "\n";
   else
     print_table(runs), std::cout << (exit_code == kExitOk ? "properties: PASSED\n" : "properties: FAILED\n");

@@ -1,7 +1,8 @@
-// The harness's child processes (spawn.h, line_subprocess.h): a child that answers, one that never
+// The harness's child processes (spawn.h, line_subprocess.h, child_run.h): a child that answers, one that never
 // answers (the timeout fires and the child is gone), one that dies, one that floods stderr, a
 // missing executable, and no file descriptor or temporary file left behind on any path, in the
 // harness or in the child.
+#include "harness/process/child_run.h"
 #include "harness/process/line_subprocess.h"
 #include "harness/process/spawn.h"
 
@@ -232,6 +233,55 @@ TEST(SpawnChild, OwnProcessGroupReachesGrandchildren) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// run_child
+
+TEST(RunChild, EmptyArgvIsInvalid) {
+  auto out = run_child({}, 1s, [](const std::string&) {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().kind, ErrorKind::invalid_argument);
+}
+
+TEST(RunChild, LinesArriveInOrderAndTheLastOneWithoutANewline) {
+  std::vector<std::string> lines;
+  auto out = run_child({"sh", "-c", "echo one; echo two >&2; printf 'three\\nfour'; exit 7"}, 10s,
+                       [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "three", "four"}));
+  EXPECT_EQ(out->exit_code, 7);
+  EXPECT_FALSE(out->signaled);
+  EXPECT_FALSE(out->timed_out);
+  EXPECT_TRUE(contains(out->stderr_tail, "two")) << out->stderr_tail;
+}
+
+TEST(RunChild, ASignalIsNamed) {
+  auto out = run_child({"sh", "-c", "kill -9 $$"}, 10s, [](const std::string&) {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->signaled);
+  EXPECT_EQ(out->signal, SIGKILL);
+  EXPECT_FALSE(out->timed_out);
+}
+
+TEST(RunChild, TheDeadlineKillsTheWholeGroup) {
+  pid_t grandchild = 0;
+  const auto start = Clock::now();
+  auto out = run_child({"sh", "-c", "trap '' TERM; sleep 30 & echo $!; wait"}, 500ms,
+                       [&](const std::string& line) { grandchild = static_cast<pid_t>(std::atol(line.c_str())); });
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->timed_out);
+  EXPECT_LT(seconds_since(start), 15.0);
+  ASSERT_GT(grandchild, 0);
+  for (int i = 0; i < 200 && !process_gone(grandchild); ++i) usleep(10000);
+  EXPECT_TRUE(process_gone(grandchild));
+}
+
+TEST(RunChild, AMissingExecutableExits127) {
+  auto out = run_child({"/nonexistent/interop-harness-no-such-tool"}, 10s, [](const std::string&) {});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->exit_code, 127);
+  EXPECT_FALSE(out->stderr_tail.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
 // LineSubprocess
 
 TEST(LineSubprocess, AnswersLineByLine) {
@@ -410,6 +460,8 @@ TEST(ProcessLeaks, FailingChildrenLeaveNoDescriptorsOrFiles) {
     auto silent = LineSubprocess::start({"cat", "/dev/zero"});  // never a newline
     ASSERT_TRUE(silent.ok());
     EXPECT_EQ(silent->request("x", 20ms).error().kind, seam_kind::timeout);
+    EXPECT_TRUE(run_child({"sh", "-c", "echo x; echo y >&2; exit 3"}, 10s, [](const std::string&) {}).ok());
+    EXPECT_TRUE(run_child({"sleep", "5"}, 20ms, [](const std::string&) {})->timed_out);
   }
   EXPECT_EQ(open_fds(), fds_before);
   std::size_t left = 0;

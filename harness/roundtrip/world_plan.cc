@@ -1,7 +1,5 @@
 #include "harness/roundtrip/world_plan.h"
 
-#include "harness/roundtrip/roundtrip_plan.h"
-
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -20,10 +18,6 @@ namespace ih {
 namespace {
 
 using json::Json;
-
-/// Oracle value of element g of key id k: k * 2^40 + ravel(g). GPT keys have ids from 1; fresh
-/// (never loaded) hybrid keys from kFreshIdBase, so a value always says which kind it is.
-constexpr std::int64_t kFreshIdBase = std::int64_t{1} << 20;
 
 Status write_json(const std::filesystem::path& path, const Json& value) {
   std::ofstream out(path, std::ios::binary);
@@ -106,9 +100,22 @@ void set_dense_replicas(std::vector<FlatEntry>& entries, const WorldLayout& w, c
   }
 }
 
+/// Small dimensions (hidden 64, 8 heads and query groups, 4 experts' FFN 64) that divide by TP up to
+/// 8, so a round trip takes seconds.
 ModelConfig small_world_config() {
-  ModelConfig c = RoundtripScenario::small_config();  // the two-world round trip's small model, with experts
+  ModelConfig c;
+  c.hidden = 64;
+  c.num_attention_heads = 8;
+  c.num_query_groups = 8;
+  c.kv_channels = 8;
+  c.ffn_hidden = 128;
   c.moe_ffn_hidden = 64;
+  c.add_bias = true;
+  c.vocab = 256;
+  c.mamba_heads = 8;
+  c.mamba_head_dim = 8;
+  c.mamba_groups = 8;
+  c.mamba_state = 8;
   return c;
 }
 
@@ -119,7 +126,44 @@ Error cannot_lay_out(const std::string& name, std::int64_t a, std::int64_t b, co
 
 bool power_of_two_upto8(std::int64_t n) { return n == 1 || n == 2 || n == 4 || n == 8; }
 
+constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {{ScenarioKind::gpt_hybrid, "gpt_hybrid"},
+                                                                          {ScenarioKind::gdp_gtp, "gdp_gtp"}};
+
 }  // namespace
+
+std::string_view to_string(ScenarioKind kind) {
+  for (const auto& [k, name] : kScenarioKindNames)
+    if (k == kind) return name;
+  return "?";
+}
+
+Result<std::string_view> plan_word(LoadOrder order) {
+  switch (order) {
+    case LoadOrder::serialization_load: return std::string_view("serialization_load");
+    case LoadOrder::to_state_dict_baseline: return std::string_view("to_state_dict");
+    case LoadOrder::to_state_dict_fixed: break;
+  }
+  return make_error(ErrorKind::invalid_argument, "load order " + to_string(order) +
+                                                     " is a reference-model ordering; a Megatron load world runs "
+                                                     "serialization_load or Megatron's own to_state_dict");
+}
+
+std::string scenario_dir(const std::string& name) { return "s_" + name; }
+
+Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, std::string_view device) {
+  Json list = Json::array();
+  for (const WorldScenario* s : scenarios) {
+    IH_TRY_ASSIGN(load_order, plan_word(s->load_order));
+    list.push_back(Json{{"name", s->name},
+                        {"kind", to_string(s->kind)},
+                        {"dir", scenario_dir(s->name)},
+                        {"pattern", s->pattern},
+                        {"load_order", load_order},
+                        {"save", s->layout_text(true)},
+                        {"load", s->layout_text(false)}});
+  }
+  return Json{{"device", device}, {"oracle", Json{{"key_shift", kOracleKeyShift}}}, {"scenarios", list}};
+}
 
 std::string WorldLayout::text() const {
   std::string s = "TP=" + std::to_string(tp) + " PP=" + std::to_string(pp);
@@ -129,7 +173,7 @@ std::string WorldLayout::text() const {
 }
 
 std::string WorldScenario::layout_text(bool save_side) const {
-  if (kind != "gdp_gtp") return (save_side ? save : load).text();
+  if (kind != ScenarioKind::gdp_gtp) return (save_side ? save : load).text();
   const GtpWorld& w = save_side ? gtp_save : gtp_load;
   const std::int64_t n = w.tp * w.gtp;
   return "TP=" + std::to_string(w.tp) + " GTP=" + std::to_string(w.gtp) + " p=" + std::to_string(w.pad_alignment) +
@@ -195,7 +239,7 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     // p = 16 and G = 2 the aligned block is 32 rows, so at T = 2 (D = 14 < p x G) GTP rank 1
     // holds only padding, at T = 1 (D = 28) its shard ends in 4 pad rows. The repad variant
     // saves at p = 16 and loads at p = 32 with all ranks in GTP (4 ranks: G = 4, 3 all-padding).
-    s.kind = "gdp_gtp";
+    s.kind = ScenarioKind::gdp_gtp;
     const bool repad = name == "gdp_in_proj_gtp_repad";
     s.description = repad ? "GDP in_proj (gather design) saved at p=16, loaded at p=32 across a GTP change (G up to 4)"
                           : "GDP in_proj (gather design) across a GTP x TP change, rows < p x G, all-padding GTP ranks";
@@ -212,8 +256,8 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
   } else if (name == "gdp_in_proj_gtp_local") {
     // The other load ordering: a local checkpoint (MCoreTensorAwareStateDict) reloaded through
     // to_state_dict, which reads back only the layout it saved (Megatron asserts otherwise).
-    s.kind = "gdp_gtp";
-    s.load_order = "to_state_dict";
+    s.kind = ScenarioKind::gdp_gtp;
+    s.load_order = LoadOrder::to_state_dict_baseline;
     s.description = "GDP in_proj (gather design) reloaded from each rank's local checkpoint by to_state_dict";
     if (a != b) return cannot_lay_out(name, a, b, "a local checkpoint reloads only the layout it saved (A = B)");
     if (a == 1) return cannot_lay_out(name, a, b, "GTP needs 2 or 4 ranks");
@@ -233,6 +277,27 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     }
     return make_error(ErrorKind::invalid_argument, "unknown scenario '" + name + "' (known: " + known + ")");
   }
+  return s;
+}
+
+Result<WorldScenario> custom_world_scenario(const std::string& pattern, const WorldLayout& save, const WorldLayout& load,
+                                            bool gated, bool optimizer) {
+  auto maps = gpt_compatible_layer_maps(pattern);
+  if (!maps.ok()) return maps.error().with_context("pattern '" + pattern + "'");
+  for (const WorldLayout* w : {&save, &load})
+    if (w->tp < 1 || w->pp < 1 || w->ep != 1 || w->dp != 1)
+      return make_error(ErrorKind::invalid_argument, "TP and PP sizes must be at least 1 (no EP or DP here)");
+  if (maps->num_gpt_layers % save.pp != 0)
+    return make_error(ErrorKind::invalid_argument, "the GPT model has " + std::to_string(maps->num_gpt_layers) +
+                                                       " layers, not divisible by --save-pp " + std::to_string(save.pp));
+  WorldScenario s;
+  s.name = kCustomScenarioName;
+  s.config = small_world_config();
+  s.pattern = pattern;
+  s.gated = gated, s.optimizer = optimizer;
+  s.save = save, s.load = load;
+  s.description = "GPT -> hybrid " + pattern + " from the command line" + (gated ? ", SwiGLU" : "") +
+                  (optimizer ? ", optimizer states" : "");
   return s;
 }
 
@@ -356,7 +421,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   IH_TRY_ASSIGN(load_layout, layout_json(s.gtp_load));
   for (std::size_t r = 0; r < save_ranks.size(); ++r) {
     IH_TRY_ASSIGN(fill, seg_list(save_ranks[r].shard));
-    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"), Json{{"kind", "gdp_gtp"},
+    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"), Json{{"kind", to_string(ScenarioKind::gdp_gtp)},
                                                                                       {"gtp", gtp_json(s.gtp_save)},
                                                                                       {"layout", save_layout},
                                                                                       {"fill", Json{{path, fill}}}}));
@@ -377,7 +442,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
     }
     stats.expected_elements += numel(g.shard_shape);
     IH_TRY_STATUS(write_json(dir / ("load_rank_" + std::to_string(r) + ".json"),
-                             Json{{"kind", "gdp_gtp"}, {"gtp", gtp_json(s.gtp_load)}, {"layout", load_layout}}));
+                             Json{{"kind", to_string(ScenarioKind::gdp_gtp)}, {"gtp", gtp_json(s.gtp_load)}, {"layout", load_layout}}));
     IH_TRY_STATUS(write_json(
         dir / ("oracle_rank_" + std::to_string(r) + ".json"),
         Json{{"rank", r},
@@ -406,7 +471,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
 }  // namespace
 
 Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::filesystem::path& dir) {
-  if (s.kind == "gdp_gtp") return write_gdp_gtp_scenario(s, dir);
+  if (s.kind == ScenarioKind::gdp_gtp) return write_gdp_gtp_scenario(s, dir);
   IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(s.pattern));
   const std::int64_t layers = maps.num_gpt_layers;
   if (layers % s.save.pp != 0)
@@ -519,7 +584,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       const auto fresh_segments = [&](const std::vector<Segment>& segs) {
         Json list = Json::array();
         for (const Segment& seg : segs) {
-          auto [it, added] = fresh_id.emplace(seg.key, kFreshIdBase + static_cast<std::int64_t>(fresh_id.size()));
+          auto [it, added] = fresh_id.emplace(seg.key, kOracleFreshIdBase + static_cast<std::int64_t>(fresh_id.size()));
           if (added)
             fresh_keys.push_back(Json{{"id", it->second}, {"key", seg.key}, {"global_shape", seg.global_shape}});
           list.push_back(segment_json(seg, it->second));

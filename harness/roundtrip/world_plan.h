@@ -8,9 +8,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "codec/json_codec.h"
+#include "harness/roundtrip/oracle_encoding.h"
+#include "models/checkpoint_model.h"
 #include "models/result.h"
 #include "models/synthetic_model.h"
 
@@ -31,15 +36,29 @@ struct GtpWorld {
   std::int64_t tp = 1, gtp = 1, pad_alignment = 0;
 };
 
+/// What a scenario saves and loads.
+enum class ScenarioKind {
+  gpt_hybrid,  // a GPT model's state, loaded into the retargeted hybrid model
+  gdp_gtp,     // the GDP mixer's in_proj under GTP, saved with the gather design
+};
+/// The plan's word for a kind: "gpt_hybrid", "gdp_gtp" (the one name table).
+std::string_view to_string(ScenarioKind kind);
+
+/// The plan's word for how the load world reads, which the workers act on: "serialization_load"
+/// (Megatron's dist_checkpointing.load) or "to_state_dict" (each rank's local checkpoint merged by
+/// Megatron's own to_state_dict, LoadOrder::to_state_dict_baseline). to_state_dict_fixed is a
+/// reference-model ordering no Megatron worker runs: invalid_argument.
+Result<std::string_view> plan_word(LoadOrder order);
+
 struct WorldScenario {
   std::string name;
-  std::string kind = "gpt_hybrid";  // or "gdp_gtp": the GDP mixer's in_proj, saved with the gather design
-  GtpWorld gtp_save, gtp_load;      // kind gdp_gtp only
-  std::int64_t gdp_cols = 16;       // C of the in_proj (kind gdp_gtp)
-  /// How the load world reads (kind gdp_gtp): Megatron's dist_checkpointing.load, or
-  /// "to_state_dict": each rank's local checkpoint (its MCoreTensorAwareStateDict, written by the
-  /// save rank of the same coordinates) merged into the request by to_state_dict.
-  std::string load_order = "serialization_load";
+  ScenarioKind kind = ScenarioKind::gpt_hybrid;
+  GtpWorld gtp_save, gtp_load;  // kind gdp_gtp only
+  std::int64_t gdp_cols = 16;   // C of the in_proj (kind gdp_gtp)
+  /// How the load world reads (kind gdp_gtp): Megatron's dist_checkpointing.load, or each rank's
+  /// local checkpoint (its MCoreTensorAwareStateDict, written by the save rank of the same
+  /// coordinates) merged into the request by Megatron's to_state_dict.
+  LoadOrder load_order = LoadOrder::serialization_load;
   std::string description;
   std::string pattern = "M*-M*-";  // the hybrid model that loads
   bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)
@@ -62,6 +81,13 @@ std::vector<std::pair<std::string, std::string>> world_scenarios_not_run();
 /// The named scenario laid out on `save_ranks` and `load_ranks`. invalid_argument for an unknown
 /// name; unsupported when the ranks cannot hold this scenario (e.g. PP 2 on an odd world).
 Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t save_ranks, std::int64_t load_ranks);
+/// The name of the scenario the command line lays out (custom_world_scenario).
+inline constexpr const char* kCustomScenarioName = "gpt_hybrid_custom";
+/// The scenario of `roundtrip --target megatron [--pattern P] [--save-tp ...]`: a GPT model saved at
+/// `save` (TP x PP), the hybrid `pattern` retargeted and loaded at `load`. invalid_argument when the
+/// pattern has no GPT layer maps or its GPT layers do not split over save.pp.
+Result<WorldScenario> custom_world_scenario(const std::string& pattern, const WorldLayout& save, const WorldLayout& load,
+                                            bool gated, bool optimizer);
 /// A scenario drawn from `seed`: pattern, flags and factorizations of both worlds into TP x PP x EP
 /// x DP, reproducible from the seed alone.
 Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t save_ranks, std::int64_t load_ranks);
@@ -74,6 +100,14 @@ struct WorldPlanStats {
   std::int64_t expected_writers = 0;    // (key, chunk) pairs with exactly one main replica
   std::int64_t uncovered_elements = 0;  // saved elements no load rank reads (must be 0)
 };
+
+/// The folder of a scenario under the work folder: "s_<name>".
+std::string scenario_dir(const std::string& name);
+
+/// The run's plan.json for the workers: the device, the oracle's encoding ({"key_shift": kOracleKeyShift},
+/// the one definition, oracle_encoding.h) and one object per scenario (name, kind, dir, pattern,
+/// load_order, save and load layouts in words).
+Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, std::string_view device);
 
 /// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in
 /// the flat entry JSON plus fill/prefill segments and object strings), oracle_rank_<r>.json (the

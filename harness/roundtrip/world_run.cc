@@ -15,7 +15,8 @@
 #include <sstream>
 
 #include "codec/json_codec.h"
-#include "harness/roundtrip/roundtrip_plan.h"
+#include "harness/process/child_run.h"
+#include "models/text.h"
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -67,7 +68,6 @@ Result<int> free_port() {
   return port;
 }
 
-std::string scenario_dir(const std::string& name) { return "s_" + name; }
 
 struct RankState {
   bool has_status = false;
@@ -168,7 +168,7 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
               std::to_string(std::max<std::int64_t>(10, o.world_timeout_s * 2))});
   if (o.megatron_path) cmd.insert(cmd.end(), {"--megatron-path", *o.megatron_path});
   if (o.mutant && phase == "load") cmd.insert(cmd.end(), {"--mutant", *o.mutant});
-  if (o.fault && o.fault->rfind("truncate", 0) != 0) cmd.insert(cmd.end(), {"--fault", *o.fault});
+  if (o.fault && o.fault->kind != WorldFault::Kind::truncate) cmd.insert(cmd.end(), {"--fault", o.fault->text()});
   if (o.no_cpu_patches) cmd.push_back("--no-cpu-patches");
   std::error_code ec;
   fs::remove_all(o.work / "status", ec);
@@ -225,6 +225,14 @@ std::optional<std::string> first_error(const std::vector<RankState>& ranks, cons
     return text;
   }
   return std::nullopt;
+}
+
+/// The outcome a worker's error kind gives its scenario: Megatron that cannot run here (a CUDA-type
+/// error) is not run, a worker that failed outside Megatron a harness error, anything else a failure.
+Outcome outcome_of_worker_error(const std::string& kind) {
+  if (kind == "cannot_run") return Outcome::not_run;
+  if (kind == "harness_error") return Outcome::harness_error;
+  return Outcome::failed;
 }
 
 /// Throughput of one phase: mean over ranks of bytes/second, and of memcpy_seconds / seconds.
@@ -287,12 +295,63 @@ std::optional<std::string> truncate_checkpoint(const fs::path& ckpt) {
 
 }  // namespace
 
-int WorldRunReport::exit_code() const {
-  if (timed_out) return 4;
-  if (harness_fault) return 3;
-  for (const auto& s : scenarios)
-    if (!s.ok) return 1;
-  return 0;
+namespace {
+
+constexpr std::pair<WorldFault::Kind, std::string_view> kFaultNames[] = {{WorldFault::Kind::kill_save, "kill_save"},
+                                                                         {WorldFault::Kind::hang_load, "hang_load"},
+                                                                         {WorldFault::Kind::truncate, "truncate"}};
+
+}  // namespace
+
+std::string_view to_string(WorldFault::Kind kind) {
+  for (const auto& [k, name] : kFaultNames)
+    if (k == kind) return name;
+  return "?";
+}
+
+std::string WorldFault::text() const {
+  std::string out(to_string(kind));
+  if (kind == Kind::truncate) return out;
+  out += ":" + std::to_string(rank);
+  return scenario ? out + ":" + *scenario : out;
+}
+
+Result<WorldFault> parse_world_fault(std::string_view text) {
+  const auto bad = [&] {
+    return make_error(ErrorKind::invalid_argument, "--fault '" + std::string(text) +
+                                                       "': expected kill_save:R[:SCENARIO], hang_load:R[:SCENARIO] "
+                                                       "or truncate (R a rank number)");
+  };
+  std::vector<std::string> parts;
+  for (std::size_t begin = 0;;) {
+    const std::size_t colon = text.find(':', begin);
+    parts.emplace_back(text.substr(begin, colon == std::string_view::npos ? std::string_view::npos : colon - begin));
+    if (colon == std::string_view::npos) break;
+    begin = colon + 1;
+  }
+  const auto named = std::find_if(std::begin(kFaultNames), std::end(kFaultNames),
+                                  [&](const auto& entry) { return entry.second == parts[0]; });
+  if (named == std::end(kFaultNames)) return bad();
+  WorldFault fault;
+  fault.kind = named->first;
+  if (fault.kind == WorldFault::Kind::truncate) {
+    if (parts.size() != 1) return bad();
+    return fault;
+  }
+  if (parts.size() < 2 || parts.size() > 3 || (parts.size() == 3 && parts[2].empty())) return bad();
+  auto rank = parse_int(parts[1]);
+  if (!rank.ok() || *rank < 0) return bad();
+  fault.rank = *rank;
+  if (parts.size() == 3) fault.scenario = parts[2];
+  return fault;
+}
+
+std::vector<Outcome> WorldRunReport::outcomes() const {
+  std::vector<Outcome> out;
+  if (timed_out) out.push_back(Outcome::timeout);
+  if (harness_fault) out.push_back(Outcome::harness_error);
+  for (const auto& s : scenarios) out.push_back(s.outcome);
+  return out;
 }
 
 namespace {
@@ -356,7 +415,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   if (ec) return make_error(seam_kind::harness_error, "cannot create " + o.work.string() + ": " + ec.message());
 
   // 1. The plan and the oracle, from the C++ reference.
-  Json plan_scenarios = Json::array();
+  std::vector<const WorldScenario*> planned;
   std::map<std::string, WorldPlanStats> stats;
   for (const WorldScenario& s : scenarios) {
     if (s.save.ranks() != save_ranks || s.load.ranks() != load_ranks)
@@ -366,18 +425,13 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     auto st = write_world_scenario(s, dir);
     if (!st.ok()) return st.error();
     stats[s.name] = *st;
-    plan_scenarios.push_back(Json{{"name", s.name},
-                                  {"kind", s.kind},
-                                  {"dir", scenario_dir(s.name)},
-                                  {"pattern", s.pattern},
-                                  {"load_order", s.load_order},
-                                  {"save", s.layout_text(true)},
-                                  {"load", s.layout_text(false)}});
+    planned.push_back(&s);
     o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +
                "; " + std::to_string(st->gpt_keys) + " GPT keys, " + std::to_string(st->saved_elements) +
                " elements saved, " + std::to_string(st->expected_elements) + " expected on the load ranks");
   }
-  IH_TRY_STATUS(write_json_file(o.work / "plan.json", Json{{"device", o.device}, {"scenarios", plan_scenarios}}));
+  IH_TRY_ASSIGN(plan, world_plan_json(planned, o.device));
+  IH_TRY_STATUS(write_json_file(o.work / "plan.json", plan));
 
   // 2. The verifier (built on first use) before any world starts.
   IH_TRY_ASSIGN(verifier, ensure_roundtrip_verifier(o.progress));
@@ -420,9 +474,10 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       auto err = first_error(save.ranks, s.name, &kind);
       if (err) {
         r.problems.push_back("save failed: " + *err);
-        if (kind == "harness_error" || kind == "cannot_run") report.harness_fault = true;
+        r.outcome = outcome_of_worker_error(kind);
       } else if (save.timed_out) {
         r.problems.push_back("save world timed out after " + std::to_string(o.world_timeout_s) + " s");
+        r.outcome = Outcome::timeout;
       } else {
         std::string who;
         for (std::int64_t k = 0; k < save_ranks; ++k) {
@@ -451,16 +506,16 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     report.harness_fault = true, report.faults.push_back("mpirun could not start the save world:\n" + save.stderr_tail);
 
   // 4. Faults that damage a complete checkpoint, then the load world on what is loadable.
-  if (o.fault && *o.fault == "truncate" && !loadable.empty()) {
+  if (o.fault && o.fault->kind == WorldFault::Kind::truncate && !loadable.empty()) {
     if (auto what = truncate_checkpoint(o.work / scenario_dir(loadable[0]) / "checkpoint"))
       o.progress("fault injected: " + loadable[0] + "/checkpoint/" + *what);
   }
   if (!loadable.empty()) {
-    Json load_plan = Json::array();
-    for (const auto& p : plan_scenarios)
-      if (std::find(loadable.begin(), loadable.end(), p["name"].get<std::string>()) != loadable.end())
-        load_plan.push_back(p);
-    IH_TRY_STATUS(write_json_file(o.work / "plan.json", Json{{"device", o.device}, {"scenarios", load_plan}}));
+    std::vector<const WorldScenario*> to_load;
+    for (const WorldScenario* s : planned)
+      if (std::find(loadable.begin(), loadable.end(), s->name) != loadable.end()) to_load.push_back(s);
+    IH_TRY_ASSIGN(load_plan, world_plan_json(to_load, o.device));
+    IH_TRY_STATUS(write_json_file(o.work / "plan.json", load_plan));
     o.progress("load world: mpirun -np " + std::to_string(load_ranks) + " on " + std::to_string(loadable.size()) +
                " complete checkpoint(s)");
     IH_TRY_ASSIGN(load, run_world("load", load_ranks, o));
@@ -490,11 +545,12 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
         std::string kind;
         if (auto err = first_error(load.ranks, name, &kind)) {
           r.problems.push_back("load failed: " + *err);
-          if (kind == "harness_error" || kind == "cannot_run") report.harness_fault = true;
+          r.outcome = outcome_of_worker_error(kind);
         } else {
           r.problems.push_back(load.timed_out ? "load world timed out"
                                               : "load world ended (exit " + std::to_string(load.exit_code) +
                                                     ") before every rank loaded this scenario");
+          if (load.timed_out) r.outcome = Outcome::timeout;
         }
         continue;  // nothing half-loaded is verified
       }
@@ -509,7 +565,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
                     });
       if (!v.ok()) return v.error();
       if (v->timed_out) {
-        report.timed_out = true;
+        r.outcome = Outcome::timeout;
         r.problems.push_back("the verifier timed out");
         continue;
       }
@@ -518,15 +574,14 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       r.wrong_elements = vr.value("wrong_elements", std::int64_t{0});
       if (vr.contains("first"))
         for (const auto& line : vr["first"]) r.problems.push_back(line.get<std::string>());
-      if (vr.contains("error")) {
-        r.problems.push_back("cannot verify: " + vr["error"].value("message", std::string()));
-        report.harness_fault = true;
-      }
-      if (!vr.contains("ok") && v->exit_code != 0) {
+      const bool cannot_verify = vr.contains("error"), verifier_broke = !vr.contains("ok") && v->exit_code != 0;
+      if (cannot_verify) r.problems.push_back("cannot verify: " + vr["error"].value("message", std::string()));
+      if (verifier_broke)
         r.problems.push_back("the verifier failed (exit " + std::to_string(v->exit_code) + "): " + v->stderr_tail);
-        report.harness_fault = true;
-      }
-      r.ok = vr.value("ok", false) && v->exit_code == 0 && r.elements_verified > 0;
+      if (cannot_verify || verifier_broke)
+        r.outcome = Outcome::harness_error;
+      else if (vr.value("ok", false) && v->exit_code == 0 && r.elements_verified > 0)
+        r.outcome = Outcome::passed;
     }
   }
   for (const WorldScenario& s : scenarios) report.scenarios.push_back(std::move(out[s.name]));

@@ -9,18 +9,37 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/roundtrip/world_plan.h"
+#include "seam/outcome.h"
 
 namespace ih {
+
+/// A fault a test injects (docs/roundtrip.md, "Faults"): a save rank that kills itself mid-save, a
+/// load rank that stops answering (both done by the workers), or the harness truncating a
+/// checkpoint file before the load world starts.
+struct WorldFault {
+  enum class Kind { kill_save, hang_load, truncate };
+  Kind kind = Kind::truncate;
+  std::int64_t rank = 0;                // kill_save, hang_load: the world rank
+  std::optional<std::string> scenario;  // kill_save, hang_load: only in this scenario (else every one)
+  /// The --fault word, as parse_world_fault reads it and the workers take it: kill_save:R[:SCENARIO],
+  /// hang_load:R[:SCENARIO], truncate.
+  std::string text() const;
+};
+/// "kill_save", "hang_load", "truncate" (the one name table).
+std::string_view to_string(WorldFault::Kind kind);
+/// Parses a --fault word; anything else is invalid_argument naming the word and the known forms.
+Result<WorldFault> parse_world_fault(std::string_view text);
 
 struct WorldRunOptions {
   std::string device = "cpu";         // cpu (gloo) or cuda (NCCL)
   std::optional<std::string> mutant;  // applied in the load world's Megatron
-  std::optional<std::string> fault;   // kill_save:R, hang_load:R (workers) or truncate (harness)
+  std::optional<WorldFault> fault;
   std::string python;                 // the venv python
   std::optional<std::string> megatron_path;
   std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
@@ -32,7 +51,11 @@ struct WorldRunOptions {
 struct ScenarioOutcome {
   std::string name, description, save_layout, load_layout, device;
   std::int64_t save_ranks = 0, load_ranks = 0;
-  bool ok = false;
+  /// passed: every element verified; failed: wrong elements, Megatron raised, a rank died, a damaged
+  /// checkpoint; not_run: Megatron cannot run here (a CUDA-type error); harness_error: a worker failed
+  /// outside Megatron or nothing could be verified; timeout: its world or the verifier timed out.
+  Outcome outcome = Outcome::failed;
+  bool ok() const { return outcome == Outcome::passed; }
   std::int64_t elements_verified = 0, wrong_elements = 0, peak_bytes_per_rank = 0;
   double save_seconds = 0, load_seconds = 0;
   nlohmann::ordered_json details = nlohmann::ordered_json::object();  // verifier, memory, throughput
@@ -43,9 +66,13 @@ struct WorldRunReport {
   std::vector<ScenarioOutcome> scenarios;
   std::vector<std::string> not_run;  // "name: reason" (never passed)
   bool timed_out = false;            // a world or the verifier hit its timeout
-  bool harness_fault = false;        // a worker failed outside Megatron, a file was unreadable, ...
+  bool harness_fault = false;        // mpirun could not start a world, ...
   std::vector<std::string> faults;   // what went wrong outside the checks
-  int exit_code() const;             // 0 pass, 1 a scenario failed, 3 harness fault, 4 timeout
+  /// The run's outcomes: each scenario's, plus timeout and harness_error for the run-level faults.
+  std::vector<Outcome> outcomes() const;
+  /// The shared exit-code table (seam/outcome.h): harness error 3 before timeout 4 before a failed
+  /// scenario 1; 5 when every scenario was not run; else 0.
+  int exit_code() const { return exit_code_of(outcomes()); }
 };
 
 /// The verifier executable, built on first use under a lock (cmake --build <build dir> --target

@@ -6,14 +6,36 @@
 #include "mutants/mutant_implementation.h"
 
 namespace ih {
+namespace {
 
-TargetSpec target_of(const ReproToken& token) {
-  return TargetSpec{token.target(), token.option("mutant"), token.option("megatron-path"), token.option("candidate"),
+constexpr std::pair<TargetKind, std::string_view> kTargetNames[] = {{TargetKind::reference, "reference"},
+                                                                    {TargetKind::megatron, "megatron"}};
+
+}  // namespace
+
+std::string_view to_string(TargetKind kind) {
+  for (const auto& [k, name] : kTargetNames)
+    if (k == kind) return name;
+  return "?";
+}
+
+Result<TargetKind> parse_target_kind(std::string_view word) {
+  std::string known;
+  for (const auto& [kind, name] : kTargetNames) {
+    if (name == word) return kind;
+    known += (known.empty() ? "" : ", ") + std::string(name);
+  }
+  return make_error(ErrorKind::invalid_argument, "unknown target '" + std::string(word) + "' (known: " + known + ")");
+}
+
+Result<TargetSpec> target_of(const ReproToken& token) {
+  IH_TRY_ASSIGN(kind, parse_target_kind(token.target()));
+  return TargetSpec{kind, token.option("mutant"), token.option("megatron-path"), token.option("candidate"),
                     token.option("fix")};
 }
 
 void add_target_options(ReproToken& token, const TargetSpec& spec) {
-  token.options["target"] = spec.target;
+  token.options["target"] = std::string(to_string(spec.target));
   if (spec.mutant) token.options["mutant"] = *spec.mutant;
   if (spec.megatron_path) token.options["megatron-path"] = *spec.megatron_path;
   if (spec.candidate) token.options["candidate"] = *spec.candidate;
@@ -37,12 +59,12 @@ void add_target_identity(ReproToken& token, const Implementation& target) {
 
 Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional<std::string>& megatron_path,
                                     std::ostream& notes) {
-  TargetSpec spec = target_of(token);
+  IH_TRY_ASSIGN(spec, target_of(token));
   if (megatron_path) {
-    if (spec.target != "megatron")
-      return make_error(
-          ErrorKind::invalid_argument,
-          "--megatron-path applies to a token of target megatron only (this one names target " + spec.target + ")");
+    if (spec.target != TargetKind::megatron)
+      return make_error(ErrorKind::invalid_argument,
+                        "--megatron-path applies to a token of target megatron only (this one names target " +
+                            std::string(to_string(spec.target)) + ")");
     spec.megatron_path = megatron_path;
     return validated(spec);  // a checkout, named by its absolute path on the target line
   }
@@ -56,7 +78,8 @@ Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional
 }
 
 void warn_if_other_megatron(const ReproToken& token, const Implementation& target, std::ostream& notes) {
-  if (token.target() != "megatron") return;
+  const auto kind = parse_target_kind(token.target());
+  if (!kind.ok() || *kind != TargetKind::megatron) return;
   const auto [version, revision] = target.code_identity();
   const auto named_version = token.option("megatron-version");
   const auto named_revision = token.option("megatron-revision");
@@ -75,15 +98,13 @@ void warn_if_other_megatron(const ReproToken& token, const Implementation& targe
 }
 
 Result<TargetSpec> validated(TargetSpec spec) {
-  if (spec.target == "reference") {
+  if (spec.target == TargetKind::reference) {
     if (spec.megatron_path || spec.candidate || spec.fix)
       return make_error(ErrorKind::invalid_argument,
                         "--megatron-path, --candidate and --fix apply to --target megatron only");
     if (spec.mutant) IH_TRY_STATUS(MutantImplementation::create(*spec.mutant));
     return spec;
   }
-  if (spec.target != "megatron")
-    return make_error(ErrorKind::invalid_argument, "unknown target '" + spec.target + "' (known: reference, megatron)");
   if (spec.candidate && !is_known_candidate(*spec.candidate))
     return make_error(ErrorKind::invalid_argument,
                       "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");
@@ -99,13 +120,20 @@ Result<TargetSpec> validated(TargetSpec spec) {
   return spec;
 }
 
+Result<TargetSpec> validated_target(const std::optional<std::string>& target, std::optional<std::string> mutant,
+                                    std::optional<std::string> megatron_path, std::optional<std::string> candidate,
+                                    std::optional<std::string> fix) {
+  IH_TRY_ASSIGN(kind, parse_target_kind(target.value_or(std::string(to_string(TargetKind::reference)))));
+  return validated(TargetSpec{kind, std::move(mutant), std::move(megatron_path), std::move(candidate), std::move(fix)});
+}
+
 MegatronOptions megatron_options(const TargetSpec& spec) {
   return {.megatron_path = spec.megatron_path, .mutant = spec.mutant, .candidate = spec.candidate, .fix = spec.fix};
 }
 
 Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& given) {
   IH_TRY_ASSIGN(spec, validated(given));
-  if (spec.target == "reference") {
+  if (spec.target == TargetKind::reference) {
     if (!spec.mutant) return std::unique_ptr<Implementation>(std::make_unique<ReferenceImplementation>());
     IH_TRY_ASSIGN(mutant, MutantImplementation::create(*spec.mutant));
     return std::unique_ptr<Implementation>(std::move(mutant));

@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "seam/implementation.h"
 #include "seam/repro_token.h"
@@ -16,16 +17,24 @@ namespace ih {
 
 struct MegatronOptions;
 
+/// What runs: the C++ reference (alone or with a planted C++ mutant) or a real Megatron.
+enum class TargetKind { reference, megatron };
+/// The command-line and token word of a target: "reference", "megatron" (the one name table).
+std::string_view to_string(TargetKind kind);
+/// The target a word names; anything else is invalid_argument naming the word and the known targets.
+Result<TargetKind> parse_target_kind(std::string_view word);
+
 struct TargetSpec {
-  std::string target = "reference";          // reference | megatron
+  TargetKind target = TargetKind::reference;
   std::optional<std::string> mutant;         // a planted bug (C++ registry for reference, Python for megatron)
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
   std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
   std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
 };
 
-/// The target options of a token (target, mutant, megatron-path, candidate, fix).
-TargetSpec target_of(const ReproToken& token);
+/// The target options of a token (target, mutant, megatron-path, candidate, fix); a token naming an
+/// unknown target is invalid_argument.
+Result<TargetSpec> target_of(const ReproToken& token);
 /// Writes the target options into a token.
 void add_target_options(ReproToken& token, const TargetSpec& spec);
 
@@ -41,9 +50,13 @@ Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional
 /// (the verdict of the replay may then differ from the one the token was printed with).
 void warn_if_other_megatron(const ReproToken& token, const Implementation& target, std::ostream& notes);
 
-/// Checks the spec before any work: a known target, a known C++ mutant, a --megatron-path that holds
-/// megatron/core. Bad input is invalid_argument.
+/// Checks the spec before any work: a known C++ mutant, options that belong to its target, a
+/// --megatron-path that holds megatron/core. Bad input is invalid_argument.
 Result<TargetSpec> validated(TargetSpec spec);
+/// The target a command line names (--target WORD, default reference, and its options), parsed and validated.
+Result<TargetSpec> validated_target(const std::optional<std::string>& target, std::optional<std::string> mutant,
+                                    std::optional<std::string> megatron_path, std::optional<std::string> candidate,
+                                    std::optional<std::string> fix);
 /// The adapter options of a megatron spec (checkout, mutant, candidate, fix).
 MegatronOptions megatron_options(const TargetSpec& spec);
 /// Starts the target (for megatron: the adapter subprocess and its handshake).

@@ -58,6 +58,15 @@ check layout-tp-negative 2 '--tp -1 is outside' -- "$cli" layout gdp --d-inner-l
   --nheads-local 2 --tp -1 --gtp 2 --pad-align 16 --cols 2
 check roundtrip-tp-zero 2 '--save-tp 0 is outside' -- "$cli" roundtrip --target megatron --save-tp 0
 check roundtrip-ranks 2 '--save-ranks 65 is outside' -- "$cli" roundtrip --all --save-ranks 65
+# Typed state, parsed once at the edge: a --fault, a --target or a --seed that names nothing is refused by name.
+check roundtrip-fault-word 2 "--fault 'kill:1': expected kill_save:R" -- "$cli" roundtrip --all --fault kill:1
+check roundtrip-fault-rank 2 'rank 2 is not in a world of 2 ranks' -- "$cli" roundtrip --all --save-ranks 2 \
+  --fault kill_save:2
+check roundtrip-fault-extra 2 "--fault 'truncate:1'" -- "$cli" roundtrip --all --fault truncate:1
+check roundtrip-target-word 2 "unknown target 'megatorn' (known: reference, megatron)" -- "$cli" roundtrip --all \
+  --target megatorn
+check gate-target-word 2 "unknown target 'megatorn' (known: reference, megatron)" -- "$cli" gate --target megatorn
+check roundtrip-seed-negative 2 '--seed -1 is outside' -- "$cli" roundtrip --seed -1
 check max-input-zero 2 '--max-input-bytes 0 is outside' -- bash -c "echo '[]' | '$cli' retarget --pattern 'M*-' --max-input-bytes 0"
 
 # retarget reads at most --max-input-bytes, and stops reading an endless input promptly.

@@ -25,10 +25,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "harness/roundtrip/oracle_encoding.h"
+
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kKeyShift = 40;
+constexpr int kKeyShift = ih::kOracleKeyShift;
 constexpr std::int64_t kIndexMask = (std::int64_t{1} << kKeyShift) - 1;
 constexpr std::int64_t kSentinel = -1;
 
