@@ -1,5 +1,5 @@
-"""What both round-trip engines (roundtrip_world.py and the single-scenario roundtrip.py) need around
-Megatron's dist_checkpointing: the CPU patches, the round trip's mutants, and how a failure is told
+"""What the round-trip worlds engine (roundtrip_world.py) needs around Megatron's
+dist_checkpointing: the CPU patches, the round trip's mutants, and how a failure is told
 apart (docs/roundtrip.md)."""
 
 import os
