@@ -15,7 +15,7 @@ std::filesystem::path data_dir();
 
 /// data_dir() / "corpus": pinned cases (regressions/, pinned/).
 std::filesystem::path corpus_dir();
-/// data_dir() / "harness/megatron/adapter": adapter.py, roundtrip.py and the rest of the adapter.
+/// data_dir() / "harness/megatron/adapter": adapter.py, roundtrip_world.py and the rest of the adapter.
 std::filesystem::path adapter_dir();
 
 }  // namespace ih::install

@@ -17,7 +17,7 @@ cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 || { ca
 mv "$tmp/prefix" "$tmp/moved"
 bin="$tmp/moved/bin/interop-harness"
 share="$tmp/moved/share/interop-harness"
-for f in "$bin" "$share/harness/megatron/adapter/adapter.py" "$share/harness/megatron/adapter/roundtrip.py" \
+for f in "$bin" "$share/harness/megatron/adapter/adapter.py" "$share/harness/megatron/adapter/roundtrip_world.py" \
          "$share/ci/install-megatron.sh"; do
   [ -e "$f" ] && ok "installed ${f#"$tmp"/moved/}" || fail "missing ${f#"$tmp"/moved/}"
 done
