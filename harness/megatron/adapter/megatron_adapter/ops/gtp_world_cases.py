@@ -84,7 +84,9 @@ class GtpWorldCases:
         try:
             return gloo_worlds.get_world(p["tp_size"], p["gtp_size"], 1, None)
         except gloo_worlds.WorldError as exc:
-            raise OpError("world_failed", str(exc))
+            # Start-up is the harness's own work (the patches, gloo, the groups): a world that cannot
+            # start is a harness error, never a verdict on Megatron (docs/megatron-patches.md).
+            raise OpError("harness_error", f"[world_failed] {exc}")
 
     def save(self, p):
         """Every rank's gdp_save result for this case (cached)."""
