@@ -16,12 +16,12 @@ import os
 import shutil
 import tempfile
 
-from megatron_adapter.errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+from megatron_adapter.errors import BadRequest, Unsupported, field, integer, str_list_field, string
 from megatron_adapter.worlds import gloo_worlds
 
 
 def _task_error(exc):
-    return OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+    return exc.op_error()
 
 
 def gtp_fresh_retarget(ctx, req):

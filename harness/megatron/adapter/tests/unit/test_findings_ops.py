@@ -24,3 +24,28 @@ def test_fresh_retarget_without_retargeting_is_unsupported():
     with pytest.raises(OpError) as err:
         findings.gtp_fresh_retarget(ctx, REQ)
     assert err.value.kind == "unsupported" and "no gpt_checkpoint_interop" in err.value.message
+
+
+def _raise_here():
+    raise ValueError("raised by the adapter")
+
+
+def test_an_exception_raised_in_the_adapter_is_the_harness_s():
+    """A task that fails in the adapter's own code (an adapter file's path contains "/megatron/"
+    too) names no Megatron frame and becomes harness_error; one raised elsewhere stays Megatron's."""
+    from megatron_adapter.worlds import gloo_worlds, worker_context
+    try:
+        _raise_here()
+    except ValueError as exc:
+        tb = exc.__traceback__
+    assert worker_context.raised_in_harness(tb) and worker_context.megatron_frame(tb) is None
+    try:
+        exec(compile("raise RuntimeError('raised by Megatron')", "/x/megatron/core/utils.py", "exec"))
+    except RuntimeError as exc:
+        tb = exc.__traceback__
+    assert not worker_context.raised_in_harness(tb)
+    assert worker_context.megatron_frame(tb) == "core/utils.py:1 in <module>"
+    harness = gloo_worlds.WorldTaskError(0, "ValueError", "boom", None, in_harness=True).op_error()
+    megatron = gloo_worlds.WorldTaskError(0, "RuntimeError", "boom", "core/utils.py:1 in f").op_error()
+    assert harness.kind == "harness_error" and "adapter's own code" in harness.message
+    assert megatron.kind == "megatron_error" and megatron.extra["megatron_frame"] == "core/utils.py:1 in f"
