@@ -51,11 +51,12 @@ class WorldError(Exception):
 class WorldTaskError(Exception):
     """A task raised on a rank: Megatron (or the stand-in) failed on this input."""
 
-    def __init__(self, rank, exc_type, message, frame, facts=(), in_harness=False):
+    def __init__(self, rank, exc_type, message, frame, facts=(), in_harness=False, not_applicable=()):
         super().__init__(f"rank {rank}: {exc_type}: {message}" + (f" (at {frame})" if frame else ""))
         self.rank, self.exc_type, self.message, self.frame = rank, exc_type, message, frame
         self.facts = list(facts)  # error_kinds.exception_facts of what the task raised
         self.in_harness = in_harness  # raised in the adapter's own code (worker_context.raised_in_harness)
+        self.not_applicable = list(not_applicable)  # the world's patches this checkout has no code for
 
     def kind(self, megatron_kind="megatron_error"):
         """harness_error when the adapter's own code raised, else megatron_kind."""
@@ -64,6 +65,9 @@ class WorldTaskError(Exception):
     def op_error(self, prefix=""):
         """The OpError of this failure: Megatron's (megatron_error, with its frame) or the harness's."""
         where = " (raised in the adapter's own code, not Megatron's)" if self.in_harness else ""
+        if self.not_applicable:
+            where += (" [patches not applicable to this checkout, its code ran as it is: "
+                      + ", ".join(self.not_applicable) + "]")
         return OpError(self.kind(), prefix + str(self) + where, exception_type=self.exc_type,
                        megatron_frame=self.frame)
 
@@ -211,7 +215,8 @@ class World:
         if failed:
             rank, r = failed[0]
             raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"),
-                                 r.get("facts", ()), r.get("in_harness", False))
+                                 r.get("facts", ()), r.get("in_harness", False),
+                                 [p["name"] for p in self.patches if p.get("not_applicable")])
         return [r["result"] for r in replies]
 
     def close(self):

@@ -49,3 +49,11 @@ def test_an_exception_raised_in_the_adapter_is_the_harness_s():
     megatron = gloo_worlds.WorldTaskError(0, "RuntimeError", "boom", "core/utils.py:1 in f").op_error()
     assert harness.kind == "harness_error" and "adapter's own code" in harness.message
     assert megatron.kind == "megatron_error" and megatron.extra["megatron_frame"] == "core/utils.py:1 in f"
+
+
+def test_a_megatron_error_names_the_patches_not_applicable_to_the_checkout():
+    from megatron_adapter.worlds import gloo_worlds
+    err = gloo_worlds.WorldTaskError(0, "AssertionError", "boom", "core/ssm/gated_delta_product.py:971 in f",
+                                     not_applicable=["gated_delta_product.HAVE_GTP"]).op_error()
+    assert err.kind == "megatron_error" and "not applicable to this checkout" in err.message
+    assert "gated_delta_product.HAVE_GTP" in err.message
