@@ -16,12 +16,12 @@ import os
 import shutil
 import tempfile
 
-from megatron_adapter.errors import BadRequest, OpError, Unsupported, field, integer, str_list_field, string
+from megatron_adapter.errors import BadRequest, Unsupported, field, integer, str_list_field, string
 from megatron_adapter.worlds import gloo_worlds
 
 
 def _task_error(exc):
-    return OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+    return exc.op_error()
 
 
 def gtp_fresh_retarget(ctx, req):
@@ -33,6 +33,10 @@ def gtp_fresh_retarget(ctx, req):
     if sum(sections) > 100_000:
         raise BadRequest("in_proj larger than 100,000 rows is beyond this op")
     tp, gtp = integer(req, "tp", minimum=1), integer(req, "gtp", minimum=1)
+    # Checked here, not found out by the world's task: a checkout without retargeting cannot run
+    # this op at all, which is not Megatron failing on it.
+    ctx.need("interop.retarget_sharded_state_dict_to_gpt_checkpoint", "GPT->Hybrid retargeting of a fresh in_proj")
+    ctx.need("interop.gpt_compatible_layer_maps", "GPT->Hybrid retargeting of a fresh in_proj")
     world = ctx.gtp._world({"tp_size": tp, "gtp_size": gtp})
     payload = {"sections": sections, "names": names, "cols": integer(req, "cols", minimum=1),
                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}

@@ -50,7 +50,7 @@ def gtp_unpatched_save(ctx, req):
     try:
         results = world.run("gdp_save_unpatched", payload)
     except gloo_worlds.WorldTaskError as exc:
-        raise OpError("megatron_error", str(exc))
+        raise exc.op_error()
     return {"failed": any(r["failed"] for r in results), "ranks": results}
 
 
@@ -95,7 +95,7 @@ def gtp_roundtrip(ctx, req):
         try:
             saved = world_s.run("rt_save", payload, timeout=300)
         except gloo_worlds.WorldTaskError as exc:
-            raise OpError("megatron_error", "save: " + str(exc), megatron_frame=exc.frame)
+            raise exc.op_error("save: ")
         save_s = _time.monotonic() - t0
         world_l = ops._world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
         t0 = _time.monotonic()
@@ -103,6 +103,8 @@ def gtp_roundtrip(ctx, req):
         try:
             loaded = world_l.run("rt_load", payload, timeout=300)
         except gloo_worlds.WorldTaskError as exc:
+            if exc.in_harness:
+                raise exc.op_error("load: ")
             # Megatron refused the load: a verdict about Megatron, reported with its frame.
             last = [ln for ln in exc.message.splitlines() if ln.strip()]
             return {"save": sv, "load": ld, "ok": False, "optimizer": optimizer,
@@ -164,7 +166,7 @@ def gtp_all_padding_load(ctx, req):
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "serialization_only": True,
                                      "dir": os.path.join(tmp, "ckpt")})
     except gloo_worlds.WorldTaskError as exc:
-        raise OpError("megatron_error", str(exc), megatron_frame=exc.frame)
+        raise exc.op_error()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ranks = []

@@ -64,6 +64,17 @@ def _is_mamba(req):
     return req.get("mixer") == "mamba" or req.get("names") == ["z", "x", "B", "C", "dt"]
 
 
+def _start_world(M, tp, gtp, dp):
+    """The (cached) world of this layout. Start-up is the harness's own work (the patches, gloo, the
+    groups): a world that cannot start is a harness error, never a verdict on Megatron
+    (docs/megatron-patches.md)."""
+    gloo_worlds.set_megatron(M)
+    try:
+        return gloo_worlds.get_world(tp, gtp, dp, None)
+    except gloo_worlds.WorldError as exc:
+        raise OpError("harness_error", f"[world_failed] {exc}")
+
+
 class GtpWorldCases:
     """gtp_pieces / gtp_merge / gtp_param_entry on Megatron's own GDP mixer code in a world."""
 
@@ -80,11 +91,7 @@ class GtpWorldCases:
         if not megatron_patches.available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
             raise Unsupported("GTP needs megatron.core.ssm.gated_delta_product and tensor_parallel."
                      "generalized_tensor_parallelism, not in megatron-core " + str(self.M.megatron_version))
-        gloo_worlds.set_megatron(self.M)
-        try:
-            return gloo_worlds.get_world(p["tp_size"], p["gtp_size"], 1, None)
-        except gloo_worlds.WorldError as exc:
-            raise OpError("world_failed", str(exc))
+        return _start_world(self.M, p["tp_size"], p["gtp_size"], 1)
 
     def save(self, p):
         """Every rank's gdp_save result for this case (cached)."""
@@ -99,7 +106,7 @@ class GtpWorldCases:
         try:
             results = world.run("gdp_save", payload)
         except gloo_worlds.WorldTaskError as exc:
-            raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+            raise exc.op_error()
         if len(self.cache) > 64:
             self.cache.clear()
         self.cache[case] = (world, results)
@@ -186,7 +193,7 @@ class GtpWorldCases:
         try:
             results = world.run("gdp_merge", {"case": case, "cols": p["cols"], "per_rank": per_rank})
         except gloo_worlds.WorldTaskError as exc:
-            raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+            raise exc.op_error()
         r = results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
         storage = {k: s for s, k in index.items()}
         blocks = []
@@ -230,13 +237,12 @@ class GtpWorldCases:
         got = self.cache.get(case)
         if not megatron_patches.available(self.M):
             raise Unsupported("GTP is not in megatron-core " + str(self.M.megatron_version))
-        gloo_worlds.set_megatron(self.M)
-        w = gloo_worlds.get_world(1, 1, n, None)
+        w = _start_world(self.M, 1, 1, n)
         if got is None or got[0] is not w:
             try:
                 results = w.run("election", task)
             except gloo_worlds.WorldTaskError as exc:
-                raise OpError("megatron_error", str(exc), exception_type=exc.exc_type, megatron_frame=exc.frame)
+                raise exc.op_error()
             finally:
                 # The election builds and destroys its own parallel_state on the borrowed world,
                 # which a one-rank election shares with every (1, 1) op: point it back at the world's groups.

@@ -125,7 +125,7 @@ def load_state(ctx, req):
             results = world.run("load_state", payload, timeout=120)
         except gloo_worlds.WorldTaskError as exc:
             text = exc.message
-            kind = kind_of(exc.facts, LOAD_FAILURE_KINDS) or "megatron_error"
+            kind = exc.kind(kind_of(exc.facts, LOAD_FAILURE_KINDS) or "megatron_error")
             last = [ln for ln in text.splitlines() if ln.strip()]
             where = f" (at {exc.frame})" if exc.frame else ""
             raise OpError(kind, (last[-1] if last else text)[:1500] + where, megatron_frame=exc.frame)

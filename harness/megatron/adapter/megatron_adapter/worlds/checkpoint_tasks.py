@@ -434,7 +434,8 @@ def task_load_state(ctx, p):
         if isinstance(x, torch.Tensor):
             if path in requested and x.numel() == math.prod(requested[path]):
                 x = x.reshape(requested[path])
-            rows = x.reshape(x.shape[0], -1)[:, 0].tolist() if x.dim() else [float(x)]
+            # flatten(1), not reshape(rows, -1): a shard may hold no rows (a trimmed all-padding GTP shard)
+            rows = (x.flatten(1)[:, 0] if x.dim() > 1 else x).tolist() if x.dim() else [float(x)]
             return ["tensor", list(x.shape), decode_rows(rows)]
         return ["value", x]
 

@@ -40,7 +40,8 @@ if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and 
 
 from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from megatron_adapter.worlds.task_table import TASKS  # noqa: E402
-from megatron_adapter.worlds.worker_context import Ctx, build_groups, megatron_frame  # noqa: E402
+from megatron_adapter.errors import OpError  # noqa: E402
+from megatron_adapter.worlds.worker_context import Ctx, build_groups, megatron_frame, raised_in_harness  # noqa: E402,E501
 
 
 class WorldError(Exception):
@@ -50,10 +51,25 @@ class WorldError(Exception):
 class WorldTaskError(Exception):
     """A task raised on a rank: Megatron (or the stand-in) failed on this input."""
 
-    def __init__(self, rank, exc_type, message, frame, facts=()):
+    def __init__(self, rank, exc_type, message, frame, facts=(), in_harness=False, not_applicable=()):
         super().__init__(f"rank {rank}: {exc_type}: {message}" + (f" (at {frame})" if frame else ""))
         self.rank, self.exc_type, self.message, self.frame = rank, exc_type, message, frame
         self.facts = list(facts)  # error_kinds.exception_facts of what the task raised
+        self.in_harness = in_harness  # raised in the adapter's own code (worker_context.raised_in_harness)
+        self.not_applicable = list(not_applicable)  # the world's patches this checkout has no code for
+
+    def kind(self, megatron_kind="megatron_error"):
+        """harness_error when the adapter's own code raised, else megatron_kind."""
+        return "harness_error" if self.in_harness else megatron_kind
+
+    def op_error(self, prefix=""):
+        """The OpError of this failure: Megatron's (megatron_error, with its frame) or the harness's."""
+        where = " (raised in the adapter's own code, not Megatron's)" if self.in_harness else ""
+        if self.not_applicable:
+            where += (" [patches not applicable to this checkout, its code ran as it is: "
+                      + ", ".join(self.not_applicable) + "]")
+        return OpError(self.kind(), prefix + str(self) + where, exception_type=self.exc_type,
+                       megatron_frame=self.frame)
 
 
 def _write_frame(f, obj):
@@ -199,7 +215,8 @@ class World:
         if failed:
             rank, r = failed[0]
             raise WorldTaskError(rank, r.get("type", "Exception"), r.get("message", ""), r.get("frame"),
-                                     r.get("facts", ()))
+                                 r.get("facts", ()), r.get("in_harness", False),
+                                 [p["name"] for p in self.patches if p.get("not_applicable")])
         return [r["result"] for r in replies]
 
     def close(self):
@@ -399,7 +416,8 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
         except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
             traceback.print_exc()
             reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000],
-                     "frame": megatron_frame(exc.__traceback__), "facts": exception_facts(exc)}
+                     "frame": megatron_frame(exc.__traceback__), "facts": exception_facts(exc),
+                     "in_harness": raised_in_harness(exc.__traceback__)}
         _write_frame(out, reply)
     try:
         import torch.distributed as dist

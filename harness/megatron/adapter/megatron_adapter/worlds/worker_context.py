@@ -28,12 +28,29 @@ class Ctx:
     """What a worker knows: Megatron, its coordinates and its groups."""
 
 
+# The adapter's own files (harness/megatron/adapter/...): their path contains "/megatron/" too,
+# but what they raise is the harness's failure, never Megatron's.
+_ADAPTER_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _in_adapter(filename):
+    return os.path.abspath(filename).startswith(_ADAPTER_ROOT + os.sep)
+
+
 def megatron_frame(tb):
+    """The innermost frame of Megatron's code in the traceback ("path:line in function"), or None."""
     frame = None
     for fs in traceback.extract_tb(tb):
-        if "/megatron/" in fs.filename.replace(os.sep, "/"):
+        if "/megatron/" in fs.filename.replace(os.sep, "/") and not _in_adapter(fs.filename):
             frame = f"{fs.filename.split('megatron/', 1)[-1]}:{fs.lineno} in {fs.name}"
     return frame
+
+
+def raised_in_harness(tb):
+    """True when the exception was raised in the adapter's own code (its innermost Python frame is
+    an adapter file): a harness failure, whatever Megatron did before."""
+    stack = traceback.extract_tb(tb)
+    return bool(stack) and _in_adapter(stack[-1].filename)
 
 
 def build_groups(ctx):
