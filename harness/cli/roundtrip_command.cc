@@ -33,14 +33,14 @@ const char* const kSynopsis =
     "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
     "[--gated] [--optimizer] [--json]   (one scenario laid out on the command line)\n"
     "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
-    "[--device cpu|cuda] [--mutant M] [--keep DIR] [--timeout S] [--json]\n"
+    "[--device cpu|cuda] [--mutant M] [--candidate shard-split] [--keep DIR] [--timeout S] [--json]\n"
     "both run mpirun save and load worlds, every loaded element checked by the LibTorch verifier\n"
     "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
     "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
 
 /// The command's options, filled from kRoundtripFlags (defaults here).
 struct RoundtripOptions : GivenFlags {
-  std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, device, fault;
+  std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, device, fault, candidate;
   std::int64_t save_tp = 2, save_pp = 1, load_tp = 1, load_pp = 1;  // the command-line scenario
   std::int64_t save_ranks = 2, load_ranks = 4, seed = 0, timeout_s = 300;
   bool gated = false, optimizer = false, no_cpu_patches = false, json = false, all = false, list = false;
@@ -71,7 +71,10 @@ const std::vector<Flag<O>> kRoundtripFlags = {
     {"save-ranks", &O::save_ranks, "worlds mode: ranks of the save world, launched with mpirun (default 2)", 1, 64},
     {"load-ranks", &O::load_ranks, "worlds mode: ranks of the load world, launched with mpirun (default 4)", 1, 64},
     {"device", &O::device, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
-    {"fault", &O::fault, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"}};
+    {"fault", &O::fault, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"},
+    {"candidate", &O::candidate,
+     "worlds mode: shard-split runs the shard-split scenarios, with the harness's candidate of the pending GTP "
+     "shard-split save (not Megatron's code) where the checkout has no shard-split factory of its own"}};
 
 int bad_input(const std::string& message) {
   return report_error(make_error(ErrorKind::invalid_argument, message), kExitBadInput);
@@ -168,9 +171,22 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
                  std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks"));
     fault = *parsed;
   }
+  if (args.candidate && *args.candidate != "shard-split")
+    return bad("--candidate must be shard-split, got '" + *args.candidate + "'");
+  const bool shard_split = args.candidate.has_value();
+  const auto needs_candidate = [&](const std::string& name) -> std::optional<std::string> {
+    if (shard_split) return std::nullopt;
+    for (const auto& [n, why] : world_scenarios_not_run())
+      if (n == name) return why;
+    return std::nullopt;
+  };
   if (custom) {
     scenarios.push_back(*custom);
   } else if (const auto& name = args.scenario) {
+    if (const auto why = needs_candidate(*name)) {
+      std::cerr << "ERROR: unsupported: scenario '" << *name << "' is not run: " << *why << "\n";
+      return kExitBadInput;
+    }
     auto s = make_world_scenario(*name, save_ranks, load_ranks);
     if (!s.ok()) {
       std::cerr << "ERROR: " << to_string(s.error().kind) << ": " << s.error().message << "\n";
@@ -180,6 +196,8 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   } else if (args.all) {
     std::vector<std::string> names = world_scenario_names();
     for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
+    if (shard_split)
+      for (const auto& n : shard_split_world_scenario_names()) names.push_back(n);
     for (const auto& name : names) {
       auto s = make_world_scenario(name, save_ranks, load_ranks);
       if (s.ok())
@@ -189,7 +207,8 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
       else
         return bad(s.error().message);
     }
-    for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
+    if (!shard_split)
+      for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
   } else {
     auto s = seeded_world_scenario(static_cast<std::uint64_t>(args.seed), save_ranks, load_ranks);
     if (!s.ok()) return bad(s.error().message);
@@ -197,6 +216,9 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   }
   const bool as_json = args.json;
   std::ostream& progress = as_json ? std::cerr : std::cout;
+  if (shard_split)
+    progress << "roundtrip: --candidate shard-split: the shard-split sides run the candidate shard-split design, not "
+                "Megatron's code, unless the checkout has its own shard-split factory\n";
   for (const auto& n : not_run) progress << "roundtrip: NOT RUN " << n << "\n";
   if (scenarios.empty()) {
     std::cerr << "ERROR: invalid_argument: no scenario fits " << save_ranks << " save / " << load_ranks

@@ -177,7 +177,8 @@ std::string WorldScenario::layout_text(bool save_side) const {
   const GtpWorld& w = save_side ? gtp_save : gtp_load;
   const std::int64_t n = w.tp * w.gtp;
   return "TP=" + std::to_string(w.tp) + " GTP=" + std::to_string(w.gtp) + " p=" + std::to_string(w.pad_alignment) +
-         " (" + std::to_string(n) + (n == 1 ? " rank)" : " ranks)");
+         (w.design == GtpSaveDesign::shard_split ? " shard-split" : "") + " (" + std::to_string(n) +
+         (n == 1 ? " rank)" : " ranks)");
 }
 
 RankLayout WorldLayout::rank_layout(std::int64_t r) const {
@@ -198,9 +199,16 @@ std::vector<std::string> gtp_world_scenario_names() {
   return {"gdp_in_proj_gtp", "gdp_in_proj_gtp_repad", "gdp_in_proj_gtp_local"};
 }
 
+std::vector<std::string> shard_split_world_scenario_names() {
+  return {"gdp_in_proj_shard_split", "gdp_in_proj_gather_to_shard_split", "gdp_in_proj_shard_split_to_gather"};
+}
+
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
-  return {{"gdp_in_proj_shard_split",
-           "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the gather design runs"}};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& name : shard_split_world_scenario_names())
+    out.emplace_back(name, "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the "
+                           "gather design runs (--candidate shard-split runs the harness's candidate of it)");
+  return out;
 }
 
 Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {
@@ -253,6 +261,27 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     IH_TRY_ASSIGN(lw, world(b, repad ? 32 : 16));
     s.gtp_save = sw, s.gtp_load = lw;
     s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;  // world sizes (rank = t * G + g)
+  } else if (name == "gdp_in_proj_shard_split" || name == "gdp_in_proj_gather_to_shard_split" ||
+             name == "gdp_in_proj_shard_split_to_gather") {
+    // The shard-split design (spec 4.7) on the same in_proj: saved and loaded across a GTP x TP change
+    // (rows < p x G: all-padding GTP ranks keep only a placeholder), and cross-loads with the gather
+    // design in both directions, the gather -> shard-split one also across a padding change (p 16 -> 32).
+    s.kind = ScenarioKind::gdp_gtp;
+    const bool from_gather = name == "gdp_in_proj_gather_to_shard_split";
+    const bool to_gather = name == "gdp_in_proj_shard_split_to_gather";
+    s.description = from_gather ? "GDP in_proj saved with the gather design (p=16), loaded with the shard split (p=32)"
+                    : to_gather ? "GDP in_proj saved with the shard split, loaded with the gather design (TP x GTP change)"
+                                : "GDP in_proj saved and loaded with the shard split across a GTP x TP change";
+    const auto world = [&](std::int64_t n, std::int64_t p, GtpSaveDesign design) -> Result<GtpWorld> {
+      if (n == 1) return GtpWorld{1, 1, p, design};
+      if (n == 2) return GtpWorld{1, 2, p, design};
+      if (n == 4) return from_gather ? GtpWorld{1, 4, p, design} : GtpWorld{2, 2, p, design};
+      return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
+    };
+    IH_TRY_ASSIGN(sw, world(a, 16, from_gather ? GtpSaveDesign::gather : GtpSaveDesign::shard_split));
+    IH_TRY_ASSIGN(lw, world(b, from_gather ? 32 : 16, to_gather ? GtpSaveDesign::gather : GtpSaveDesign::shard_split));
+    s.gtp_save = sw, s.gtp_load = lw;
+    s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;
   } else if (name == "gdp_in_proj_gtp_local") {
     // The other load ordering: a local checkpoint (MCoreTensorAwareStateDict) reloaded through
     // to_state_dict, which reads back only the layout it saved (Megatron asserts otherwise).
@@ -340,7 +369,7 @@ std::vector<Segment> window(const std::vector<Segment>& segs, std::int64_t first
 struct GtpRank {
   std::vector<Segment> shard;  // the (R, C) shard's rows
   Shape shard_shape;
-  std::vector<Segment> full;  // the gathered (D, C) rows, for the writers
+  std::vector<Segment> written;  // what the rank's save writes: the gathered (D, C) rows, or its pieces
   bool main_replica = false;
 };
 
@@ -358,13 +387,23 @@ Result<GtpRank> gtp_rank(const GtpWorld& w, std::int64_t cols, std::int64_t rank
   params.replica_id = ReplicaId::tuple({0, 0, params.gtp_rank});  // rank in the GTP-inclusive dp_cp group
   IH_TRY_ASSIGN(padding, gtp_padding_of(params));
   params.shard = TensorValue::of_storage(1, {padding.shard_rows, cols});
-  IH_TRY_ASSIGN(factory, make_gtp_factory(GtpSaveDesign::gather, params));
+  // The shard's rows are the gathered rows' window whatever the design saves; what each rank writes
+  // is the design's: the gathered chunks (one main replica) or its own pieces (each GTP rank).
+  IH_TRY_ASSIGN(gathered, make_gtp_factory(GtpSaveDesign::gather, params));
+  IH_TRY_ASSIGN(full, factory_segments(gathered));
   GtpRank out;
-  IH_TRY_ASSIGN(full, factory_segments(factory));
-  out.full = full;
   out.shard = window(full, params.gtp_rank * padding.shard_rows, padding.shard_rows);
   out.shard_shape = {padding.shard_rows, cols};
-  out.main_replica = factory.replica_id.is_main();
+  if (w.design == GtpSaveDesign::gather) {
+    out.written = full;
+    out.main_replica = gathered.replica_id.is_main();
+    return out;
+  }
+  params.replica_id = ReplicaId::tuple({0, 0, 0});  // the shard's id: rank in the GTP-excluded DP group (DP = 1)
+  IH_TRY_ASSIGN(pieces, make_gtp_factory(GtpSaveDesign::shard_split, params));
+  IH_TRY_ASSIGN(written, factory_segments(pieces));
+  out.written = written;
+  out.main_replica = pieces.replica_id.is_main();
   return out;
 }
 
@@ -376,7 +415,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(seam_kind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
   const auto gtp_json = [](const GtpWorld& w) {
-    return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}};
+    return Json{{"tp", w.tp}, {"gtp", w.gtp}, {"pad_for_alignment", w.pad_alignment}, {"design", to_string(w.design)}};
   };
   const auto layout_json = [&](const GtpWorld& w) -> Result<Json> {
     GdpDims dims;
@@ -393,7 +432,7 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   std::vector<GtpRank> save_ranks, load_ranks;
   for (std::int64_t r = 0; r < s.gtp_save.tp * s.gtp_save.gtp; ++r) {
     IH_TRY_ASSIGN(g, gtp_rank(s.gtp_save, s.gdp_cols, r, key));
-    for (const Segment& seg : g.full) {
+    for (const Segment& seg : g.written) {
       shapes.emplace(seg.key, seg.global_shape);
       if (g.main_replica) writers[{seg.key, seg.global_offset}].push_back(r);
     }

@@ -16,6 +16,7 @@
 #include "codec/json_codec.h"
 #include "harness/roundtrip/oracle_encoding.h"
 #include "models/checkpoint_model.h"
+#include "models/gtp_layout.h"
 #include "models/result.h"
 #include "models/synthetic_model.h"
 
@@ -34,6 +35,9 @@ struct WorldLayout {
 /// The GDP in_proj under GTP (kind gdp_gtp): world rank r = t * G + g (DP = 1).
 struct GtpWorld {
   std::int64_t tp = 1, gtp = 1, pad_alignment = 0;
+  /// How this side saves (and builds the request it loads with): Megatron's gather, or the shard split
+  /// (spec 4.7: the checkout's own factory, or with --candidate shard-split the harness's candidate).
+  GtpSaveDesign design = GtpSaveDesign::gather;
 };
 
 /// What a scenario saves and loads.
@@ -74,8 +78,11 @@ std::vector<std::string> world_scenario_names();
 /// Scenarios that run on the Megatron-LM snapshot with GDP + GTP (kind gdp_gtp), for `--all`.
 std::vector<std::string> gtp_world_scenario_names();
 
-/// Scenarios whose models exist in a Megatron extension the plan does not produce yet (the GDP
-/// in_proj under GTP): reported as not run, never passed. name -> reason.
+/// Scenarios of the shard-split save design (spec 4.7), for `--all --candidate shard-split`: shard-split
+/// on both sides, and cross-loads between it and the gather design in both directions.
+std::vector<std::string> shard_split_world_scenario_names();
+
+/// Without --candidate: the shard-split scenarios, reported as not run (never passed). name -> reason.
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run();
 
 /// The named scenario laid out on `save_ranks` and `load_ranks`. invalid_argument for an unknown

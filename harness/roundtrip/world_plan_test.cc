@@ -73,6 +73,7 @@ const Sizes kSizes[] = {{2, 4}, {4, 2}, {2, 2}, {1, 2}};
 std::vector<std::string> every_name() {
   std::vector<std::string> names = world_scenario_names();
   for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
+  for (const auto& n : shard_split_world_scenario_names()) names.push_back(n);
   return names;
 }
 
@@ -208,6 +209,38 @@ TEST(WorldPlan, ReplicasNeverWrite) {
   EXPECT_EQ(writers, (std::set<std::int64_t>{0, 1}));
 }
 
+/// Which save ranks write the in_proj's chunks, and the design each save rank is told to use.
+std::pair<std::set<std::int64_t>, std::set<std::string>> gdp_writers_and_designs(const std::string& name,
+                                                                                 std::int64_t a, std::int64_t b) {
+  auto s = make_world_scenario(name, a, b);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  if (!s.ok()) return {};
+  TempDir dir;
+  EXPECT_TRUE(write_world_scenario(*s, dir.path).ok());
+  std::set<std::int64_t> writers;
+  const Json catalogue = read_json(dir.path / "catalogue.json");
+  for (const Json& w : catalogue["writers"]) writers.insert(w[2].get<std::int64_t>());
+  std::set<std::string> designs;
+  for (std::int64_t r = 0; r < a; ++r)
+    designs.insert(read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"))["gtp"]["design"].get<std::string>());
+  return {writers, designs};
+}
+
+TEST(WorldPlan, ShardSplitSavesWriteTheirOwnPiecesGatherSavesOneReplica) {
+  // Save world TP 1 x GTP 2, p 16: D = 28 rows, GTP rank 0 holds rows 0-15, rank 1 rows 16-27 and 4 pad rows.
+  const auto [gather_writers, gather_design] = gdp_writers_and_designs("gdp_in_proj_gtp", 2, 4);
+  EXPECT_EQ(gather_writers, (std::set<std::int64_t>{0}));  // the gathered chunks: GTP rank 0, the main replica
+  EXPECT_EQ(gather_design, (std::set<std::string>{"gather"}));
+  const auto [split_writers, split_design] = gdp_writers_and_designs("gdp_in_proj_shard_split", 2, 4);
+  EXPECT_EQ(split_writers, (std::set<std::int64_t>{0, 1}));  // each GTP rank its own real rows
+  EXPECT_EQ(split_design, (std::set<std::string>{"shard-split"}));
+  // TP 2 x GTP 2: D = 14 < p x G, so GTP rank 1 of each TP rank (world ranks 1, 3) holds only padding.
+  EXPECT_EQ(gdp_writers_and_designs("gdp_in_proj_shard_split", 4, 2).first, (std::set<std::int64_t>{0, 2}));
+  EXPECT_EQ(gdp_writers_and_designs("gdp_in_proj_gather_to_shard_split", 4, 2).second,
+            (std::set<std::string>{"gather"}));
+  EXPECT_EQ(gdp_writers_and_designs("gdp_in_proj_shard_split_to_gather", 2, 4).first, (std::set<std::int64_t>{0, 1}));
+}
+
 TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   auto tp = make_world_scenario("gpt_hybrid_tp", 2, 2);
   auto local = make_world_scenario("gdp_in_proj_gtp_local", 2, 2);
@@ -243,7 +276,6 @@ TEST(WorldPlan, RefusalsNameWhatIsWrong) {
     EXPECT_TRUE(contains(r.error().message, part)) << r.error().message;
   };
   refused(make_world_scenario("no_such", 2, 2), ErrorKind::invalid_argument, "unknown scenario 'no_such' (known: gpt_hybrid_tp");
-  refused(make_world_scenario("gdp_in_proj_shard_split", 2, 2), seam_kind::unsupported, "is not run: the shard-split");
   refused(make_world_scenario("gpt_hybrid_tp", 9, 2), ErrorKind::invalid_argument, "[1, 8]");
   refused(make_world_scenario("gpt_hybrid_tp", 0, 2), ErrorKind::invalid_argument, "[1, 8]");
   refused(make_world_scenario("gpt_hybrid_tp", 3, 2), seam_kind::unsupported, "1, 2, 4 or 8 ranks");

@@ -301,12 +301,38 @@ def set_stage(world, stage):
 _GTP_CTX = {}
 
 
+def in_proj_design(world, M, gtp_plan):
+    """The in_proj save design this side of the scenario uses: "gather" (Megatron's GTP save) or
+    "shard-split" (the harness's candidate of the pending PR's design, spec 4.7, installed on the GDP
+    mixer here). A checkout with its own shard-split factory runs its own design: its shard-split side
+    is Megatron's code, and a gather side cannot be built from it (NOT RUN, never a pass)."""
+    import candidates
+    from candidates import shard_split
+    design = gtp_plan.get("design")
+    if design not in ("gather", "shard-split"):
+        raise PlanError(f'plan.json rank plan needs "gtp": {{"design": "gather" | "shard-split"}}, got {design!r}')
+    own = candidates.find_real_gtp_split_factory(M)
+    if own is not None:
+        if design == "gather":
+            raise staged(PlanError(f"this checkout saves with its own shard-split factory "
+                                   f"({own.__module__}.{own.__name__}): no gather side"), "build state", "cannot_run")
+        return design
+    if design == "shard-split" and not shard_split.installed():
+        applied = shard_split.install(M)
+        world.result["candidate"] = applied
+        if not applied["applied"]:
+            raise staged(PlanError(f"the candidate shard-split design cannot be applied: {applied['reason']}"),
+                         "build state", "cannot_run")
+    return design
+
+
 def gtp_state(world, M, torch, rank_plan, values):
     """The GDP mixer's sharded state dict on this rank, built by Megatron's own code on the GTP
     stand-in of the gloo worlds' workers (its groups, its stand-in mixer, its GPU-only patches): the in_proj
     weight is wrapped by wrap_module_params_gtp (pads and slices to this rank's (R, C) shard),
     then `values` (a function of the shard's shape) fills the shard before sharded_state_dict
     runs, so the gathered copy carries the same values. Returns (state dict, in_proj path)."""
+    from candidates import shard_split
     from megatron_adapter.worlds import gdp_tasks, worker_context
     g = rank_plan["gtp"]
     key = (g["tp"], g["gtp"])
@@ -324,13 +350,17 @@ def gtp_state(world, M, torch, rank_plan, values):
             raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
         worker_context.build_groups(ctx)
         _GTP_CTX[key] = ctx
+    else:  # an earlier scenario's layout: parallel_state may still point at another one's groups
+        worker_context.install_groups(ctx)
+    design = in_proj_design(world, M, g)
     prefix = "decoder.layers.0.mixer."
     mod, weight, mixer_cls = gdp_tasks._standin_mixer(ctx, rank_plan["layout"])
     with torch.no_grad():
         weight.data.copy_(values(tuple(weight.shape)).to(weight.dtype))
     try:
-        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(),
-                                          metadata={"dp_cp_group": ctx.dp_cp_group})
+        with shard_split.selected(design):
+            sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(),
+                                              metadata={"dp_cp_group": ctx.dp_cp_group})
     except BaseException as exc:  # Megatron's own code failed on a valid layout: a finding
         raise staged(exc, f"{world.phase}: build state (Megatron's {mixer_cls.__name__}.sharded_state_dict)",
                      "megatron_error")

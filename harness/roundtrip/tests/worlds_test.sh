@@ -19,13 +19,17 @@ case "$case_name" in
   gtp_mutant) args=(--scenario gdp_in_proj_gtp --save-ranks 2 --load-ranks 4 --keep "$keep" --mutant gtp_no_zero_fill) ;;
   gtp_local) args=(--scenario gdp_in_proj_gtp_local --save-ranks 2 --load-ranks 2 --keep "$keep" --json); expect_rc=0 ;;
   gtp_local_mutant) args=(--scenario gdp_in_proj_gtp_local --save-ranks 2 --load-ranks 2 --keep "$keep" --mutant gtp_no_zero_fill) ;;
+  shard_split) args=(--scenario gdp_in_proj_shard_split --candidate shard-split --save-ranks 2 --load-ranks 4 --keep "$keep" --json); expect_rc=0 ;;
+  shard_split_offset) args=(--scenario gdp_in_proj_shard_split --candidate shard-split --save-ranks 2 --load-ranks 4 --keep "$keep" --mutant candidate_piece_offset_no_tp_term) ;;
+  shard_split_zero_fill) args=(--scenario gdp_in_proj_gather_to_shard_split --candidate shard-split --save-ranks 4 --load-ranks 2 --keep "$keep" --mutant candidate_no_zero_fill) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
 rc=$?
 cat "$out" "$err"
 fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
-if [[ "$case_name" = gtp_* ]] && grep -q 'NOT RUN gdp_in_proj_gtp[a-z_]*: no Megatron-LM checkout' "$out" "$err"; then
+if [[ "$case_name" = gtp_* || "$case_name" = shard_split* ]] &&
+   grep -q 'NOT RUN gdp_in_proj_[a-z_]*: no Megatron-LM checkout' "$out" "$err"; then
   echo "SKIP: no Megatron-LM snapshot with GDP + GTP"; exit 77
 fi
 [ "$rc" = "$expect_rc" ] || fail "exit $rc, expected $expect_rc"
@@ -49,7 +53,13 @@ case "$case_name" in
   gtp_mutant|gtp_local_mutant)
     echo "$all" | grep -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
       fail "no non-zero pad element named" ;;
-  gtp_local)
+  shard_split_zero_fill)
+    echo "$all" | grep -q 'candidate shard-split design, not Megatron' || fail "the run does not say the design is the candidate"
+    echo "$all" | grep -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
+      fail "no non-zero pad element named" ;;
+  shard_split_offset)
+    echo "$all" | grep -Eq 'wrong by kind \{"(duplicated|misplaced)":[1-9]' || fail "no misplaced rows counted" ;;
+  gtp_local|shard_split)
     grep -q '"ok":true' "$out" || fail "JSON verdict is not ok:true"
     grep -Eq '"elements_verified":[1-9]' "$out" || fail "nothing was verified" ;;
   truncate)

@@ -77,6 +77,12 @@ def build_groups(ctx):
             grp = dist.new_group([rank_of(d, t, g) for d in range(D)], backend="gloo")
             if t == ctx.t and g == ctx.g:
                 ctx.dp_excl_group = grp
+    install_groups(ctx)
+
+
+def install_groups(ctx):
+    """Points parallel_state's globals at ctx's groups (built by build_groups): a world that keeps
+    contexts of several layouts switches between them with this, no collective needed."""
     from megatron.core import parallel_state as ps
     # What initialize_model_parallel sets; the GTP-inclusive dp_cp is Megatron's default dp_cp.
     ps._TENSOR_MODEL_PARALLEL_GROUP = ctx.tp_group
