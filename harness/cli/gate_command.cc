@@ -357,8 +357,9 @@ int mutants_command(const std::vector<std::string>& argv) {
     const auto results = gate::run_checks(**target, *checks, base, gate::KnownFindings{}, quiet);
     json::Json killed_by = json::Json::array();
     std::string token;
+    int without_verdict = 0;
     for (const auto& r : results) {
-      no_verdict = no_verdict || r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
+      without_verdict += r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
       if (r.answer.outcome != Outcome::failed || !passing_on_clean.count(gate_check_name(r.group, r.name))) continue;
       killed_by.push_back(r.group + ": " + r.name);
       if (token.empty()) token = to_string(r.token);
@@ -369,7 +370,10 @@ int mutants_command(const std::vector<std::string>& argv) {
              << (is_killed ? "killed by " + std::to_string(killed_by.size()) +
                                  " check(s); REPRO: interop-harness repro " + token
                            : std::string("SURVIVED"))
+             << (without_verdict ? "; " + std::to_string(without_verdict) + " check(s) gave no verdict (harness error or timeout)"
+                                 : std::string())
              << "\n";
+    no_verdict = no_verdict || without_verdict > 0;
     report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});
   }
   report["score"] = std::to_string(killed) + "/" + std::to_string(total);
