@@ -147,6 +147,13 @@ class Emitter {
     return Ok{};
   }
 
+  /// A norm's replicated weight, and its bias under LayerNorm: `prefix` + "weight" / "bias".
+  Status norm(const std::string& prefix, const ModelConfig& c) {
+    IH_TRY_STATUS(tensor(prefix + "weight", {c.hidden}, Sharding::replicated));
+    if (c.layer_norm) IH_TRY_STATUS(tensor(prefix + "bias", {c.hidden}, Sharding::replicated));
+    return Ok{};
+  }
+
   void set_expert(bool expert) { is_expert_ = expert; }
   void plain(const std::string& path, std::string value) {
     out_.push_back({path, StateNode(PlainValue{std::move(value)})});
@@ -185,7 +192,7 @@ Status emit_attention(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t proj_cols = c.num_attention_heads * c.kv_channels / l.tp;
   IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.weight", {qkv_rows, c.hidden}, Sharding::column));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.bias", {qkv_rows}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("self_attention.linear_qkv.layer_norm_", c));
   e.object("self_attention.linear_qkv._extra_state");
   IH_TRY_STATUS(e.tensor("self_attention.linear_proj.weight", {c.hidden, proj_cols}, Sharding::row));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_proj.bias", {c.hidden}, Sharding::replicated));
@@ -200,7 +207,7 @@ Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   else
     IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc1.bias", {rows}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("mlp.linear_fc1.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("mlp.linear_fc1.layer_norm_", c));
   e.object("mlp.linear_fc1._extra_state");
   IH_TRY_STATUS(e.tensor("mlp.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc2.bias", {c.hidden}, Sharding::replicated));
@@ -211,7 +218,7 @@ Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
 /// MoE layer: router replicated; every local expert adds an expert axis after the layer axis.
 Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& key_prefix,
                 const std::string& path_prefix, const std::vector<AxisOffset>& prefix) {
-  IH_TRY_STATUS(e.tensor("pre_mlp_layernorm.weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("pre_mlp_layernorm.", c));
   IH_TRY_STATUS(e.tensor("mlp.router.weight", {c.num_experts, c.hidden}, Sharding::replicated));
   const std::int64_t local_experts = c.num_experts / l.ep, rows = c.moe_ffn_hidden / l.etp;
   e.set_expert(true);
@@ -244,7 +251,7 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
     IH_TRY_STATUS(
         e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
   }
-  IH_TRY_STATUS(e.tensor("mixer.in_proj.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
   e.object("mixer.in_proj._extra_state");
   IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
@@ -264,9 +271,11 @@ Status emit_embedding(Emitter& e, const ModelConfig& c, const RankLayout& l, con
 
 Status emit_head(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& chunk, bool hybrid) {
   e.at("", chunk + ".", {});
-  IH_TRY_STATUS(e.tensor(hybrid ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight", {c.hidden},
-                         Sharding::replicated));
-  IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column));
+  IH_TRY_STATUS(e.norm(hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", c));
+  // Tied on one stage: the output layer uses the word embeddings and has no weight of its own.
+  // Megatron marks the output layer like the embedding: a padded vocabulary may change its rows.
+  if (!(c.tied_embeddings && l.pp_rank == 0))
+    IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true));
   if (hybrid) e.object("output_layer._extra_state");  // GPT drops it from its sharded dict
   return Ok{};
 }

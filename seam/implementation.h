@@ -13,6 +13,7 @@
 #include "models/gtp_layout.h"
 #include "models/hybrid_pattern.h"
 #include "models/integrity.h"
+#include "models/model_state_dict.h"
 #include "seam/error_kinds.h"
 
 namespace ih {
@@ -33,6 +34,7 @@ enum class Operation {
   gtp_param_entry,      // the GTP parameter's own checkpoint entry (spec 4.4, 4.7 invariant 7)
   load_state,           // a load along one of the orderings of spec 3.8
   gtp_padding,          // GTP shard rows and padding (spec 4.4)
+  model_state_dict,     // a whole model's sharded state dict of one rank (`model dump`)
 };
 
 /// How large a world an implementation can run for one case. Real Megatron runs one process per
@@ -116,6 +118,11 @@ class Implementation {
   /// Loads `request` from `checkpoint` along `order` (spec 3.8: serialization.load or to_state_dict).
   virtual Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) {
     return unsupported(name(), "load_state");
+  }
+  /// The flat sharded state dict (model, and the optimizer's when asked) of global `rank` of a
+  /// GPTModel or HybridModel configuration (models/model_state_dict.h, docs/cli.md `model dump`).
+  virtual Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) {
+    return unsupported(name(), "model_state_dict");
   }
 };
 

@@ -36,6 +36,10 @@ class ReferenceImplementation : public Implementation {
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override {
     return load_checkpoint(checkpoint, request, order);
   }
+  Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) override {
+    IH_TRY_ASSIGN(dict, ih::model_state_dict(spec, rank));
+    return flatten(StateNode(std::move(dict)));
+  }
 };
 
 }  // namespace ih

@@ -93,6 +93,9 @@ class MegatronImplementation : public Implementation {
   /// Megatron's MCoreTensorAwareStateDict.to_state_dict (both to_state_dict orders of the seam: Megatron
   /// has one); a GTP in_proj factory is rebuilt, loaded and merged by Megatron in its layout's world.
   Result<StateNode> load_state(const Checkpoint& checkpoint, const StateNode& request, LoadOrder order) override;
+  /// The real GPTModel / HybridModel built on CPU in a gloo world (adapter real_models/), its rank's
+  /// sharded_state_dict (and optimizer's) flattened (docs/adapter-protocol.md, model_dump).
+  Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

@@ -1181,3 +1181,4 @@ Ops.op_load_state = _op_load_state
 import finding_ops  # noqa: E402 - the finding checks' ops (finding_ops.py) need Ops and the GTP worlds above
 
 finding_ops.register(Ops, _gtp_ops)
+Ops.op_model_dump = __import__("real_models.dump").dump.op_model_dump  # issue 17: real models (real_models/)

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Real versus synthetic (issue 17): `interop-harness model dump` of the reference and of the real
+Megatron model (--target megatron) for a curated list of configurations and ranks, compared entry by
+entry on key, kind, global shape, local shape, offset, fragmentation, replica id and
+allow_shape_mismatch (factories by their built pieces). Paths are not compared: the real model's
+local layer spec names its norms input_layernorm / pre_mlp_layernorm where the TE spec (and the
+reference) fuse them into the linear; the key is what a checkpoint holds (docs/spec-addendum.md, Q).
+A planted difference in each compared field must fail the comparison first, so the check can fail.
+Usage: model_dump_compare_test.py INTEROP_HARNESS --megatron-path DIR [--only NAME]"""
+import argparse
+import collections
+import copy
+import json
+import subprocess
+import sys
+
+# (name, flags, ranks): every rank of small worlds, so each replica id and offset is seen.
+CONFIGS = [
+    ("gpt_dense", [], [0]),
+    ("gpt_dense_layernorm_pp2", ["--norm", "layer", "--pp", "2", "--layers", "4"], [0, 1]),
+    ("gpt_swiglu_untied_tp2", ["--gated", "--tp", "2"], [0, 1]),
+    ("gpt_swiglu_tied", ["--gated", "--tied"], [0]),
+    ("gpt_tied_pp2", ["--tied", "--pp", "2"], [0, 1]),
+    ("gpt_moe_e4", ["--experts", "4"], [0]),
+    ("gpt_moe_e1", ["--experts", "1"], [0]),
+    ("gpt_moe_e4_ep2", ["--experts", "4", "--ep", "2"], [0, 1]),
+    ("gpt_moe_e4_tp2_ep2", ["--experts", "4", "--ep", "2", "--tp", "2", "--gated"], [0, 1]),
+]
+FIELDS = ("kind", "key", "global_shape", "local_shape", "global_offset", "axis_fragmentations", "replica_id",
+          "allow_shape_mismatch")
+
+
+def canonical(value):
+    return json.dumps(value, sort_keys=True)
+
+
+def rows(entries):
+    """A multiset of compared tuples; a factory contributes its built pieces."""
+    out = collections.Counter()
+    for item in entries:
+        e = item["entry"]
+        if e.get("kind") == "factory":
+            for piece in e.get("built", []):
+                p = dict(piece["entry"], kind="factory/" + piece["entry"].get("kind", "?"), key=e["key"])
+                out[tuple(canonical(p.get(f, False if f == "allow_shape_mismatch" else None)) for f in FIELDS)] += 1
+            continue
+        if e.get("kind") in ("local", "plain"):
+            out[(canonical(e["kind"]), canonical(item["path"])) + ("",) * (len(FIELDS) - 2)] += 1
+            continue
+        out[tuple(canonical(e.get(f, False if f == "allow_shape_mismatch" else None)) for f in FIELDS)] += 1
+    return out
+
+
+def diff(reference, real):
+    """Human-readable differences ([] when they agree)."""
+    a, b = rows(reference), rows(real)
+    lines = []
+    for row in sorted(set(a) | set(b)):
+        if a[row] != b[row]:
+            side = "reference only" if a[row] > b[row] else "real only"
+            lines.append(f"{side}: " + ", ".join(f"{f}={json.loads(v) if v else v}" for f, v in zip(FIELDS, row)))
+    return lines
+
+
+def planted_differences_fail(entries):
+    """Each compared field changed in one tensor entry must show up as a difference."""
+    target = next(i for i, item in enumerate(entries) if item["entry"].get("kind") == "tensor")
+    edits = {"kind": "object", "key": "planted.key", "global_shape": [7], "local_shape": [7], "global_offset": [3],
+             "axis_fragmentations": [5], "replica_id": [9, 9, 9], "allow_shape_mismatch": True}
+    missed = []
+    for field, value in edits.items():
+        planted = copy.deepcopy(entries)
+        if planted[target]["entry"].get(field) == value:
+            value = [11]
+        planted[target]["entry"][field] = value
+        if not diff(entries, planted):
+            missed.append(field)
+    return missed
+
+
+def dump(cli, model_flags, rank, target_flags):
+    cmd = [cli, "model", "dump", "--model", "gpt", *model_flags, "--rank", str(rank), "--json", *target_flags]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cli")
+    ap.add_argument("--megatron-path", required=True)
+    ap.add_argument("--only", default=None)
+    args = ap.parse_args()
+    failures = []
+    baseline = dump(args.cli, [], 0, [])
+    missed = planted_differences_fail(baseline)
+    print(("ok   " if not missed else "FAIL ") + "planted differences are found" +
+          (": missed " + ", ".join(missed) if missed else ""))
+    if missed:
+        failures.append("planted")
+    for name, flags, ranks in CONFIGS:
+        if args.only and args.only != name:
+            continue
+        for rank in ranks:
+            try:
+                ref = dump(args.cli, flags, rank, [])
+                real = dump(args.cli, flags, rank, ["--target", "megatron", "--megatron-path", args.megatron_path])
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                print(f"ERROR {name} rank {rank}: {exc}")
+                return 3
+            lines = diff(ref, real)
+            print(("ok   " if not lines else "FAIL ") + f"{name} rank {rank} ({len(ref)} reference entries, "
+                  f"{len(real)} real)")
+            for line in lines[:40]:
+                print("     " + line)
+            if lines:
+                failures.append(f"{name}/{rank}")
+    print("model dump comparison: " + ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
