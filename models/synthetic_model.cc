@@ -80,8 +80,8 @@ class Emitter {
     const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
     if (sharding == Sharding::column) offsets.push_back({p, rank, size});
     if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
-    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({0, rank, l_.dp_rank})
-                                                               : ReplicaId::tuple({0, 0, l_.dp_rank});
+    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({0, rank, dp_rank()})
+                                                               : ReplicaId::tuple({0, 0, dp_rank()});
     IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p,
                                                       TensorValue::of_storage(next_storage(), std::move(local))));
     t.allow_shape_mismatch = allow_mismatch;
@@ -98,7 +98,7 @@ class Emitter {
     if (shape.empty()) shape = {1}, offset = {0};
     const std::int64_t rank = is_expert_ ? l_.etp_rank : l_.tp_rank;
     out_.push_back({path_prefix_ + sub, StateNode(ShardedObject{key_prefix_ + sub, ObjectRef{next_storage()}, shape,
-                                                                offset, ReplicaId::tuple({0, rank, l_.dp_rank})})});
+                                                                offset, ReplicaId::tuple({0, rank, dp_rank()})})});
   }
 
   void swiglu(const std::string& sub, Shape local) {
@@ -161,6 +161,8 @@ class Emitter {
 
  private:
   std::uint64_t next_storage() { return ++storage_; }
+  /// Experts replicate over the expert-data-parallel group, the rest over data parallel.
+  std::int64_t dp_rank() const { return is_expert_ ? l_.expert_dp_rank : l_.dp_rank; }
 
   void add_with_optimizer(const std::string& sub, Leaf leaf) {
     for (const std::string& state : optimizer_.names) {
@@ -227,10 +229,11 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
     std::vector<AxisOffset> expert_prefix = prefix;
     expert_prefix.push_back({static_cast<std::int64_t>(prefix.size()), expert, c.num_experts});
     e.at(key_prefix, path_prefix + "mlp.experts." + std::to_string(local) + ".", expert_prefix);
-    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
-    e.object("mlp.experts.linear_fc1._extra_state");
-    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
-    e.object("mlp.experts.linear_fc2._extra_state");
+    // Megatron's SequentialMLP and TEGroupedMLP both key an expert's linears `mlp.experts.experts.*`.
+    IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+    e.object("mlp.experts.experts.linear_fc1._extra_state");
+    IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+    e.object("mlp.experts.experts.linear_fc2._extra_state");
   }
   e.set_expert(false);
   e.at(key_prefix, path_prefix, prefix);

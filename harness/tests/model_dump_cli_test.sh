@@ -24,7 +24,7 @@ expect 0 '"global_offset":[0,384,0]' dump --model gpt --tp 2 --rank 1 --json
 expect 0 '"kind":"factory"' dump --model gpt --gated --rank 0 --json
 expect 0 'decoder.layers.0.mixer.in_proj.weight' dump --model hybrid --pattern 'M*-M*-' --rank 0 --json
 expect 0 'optimizer.state.exp_avg.' dump --model gpt --optimizer --rank 0 --json
-expect 0 'mlp.experts.linear_fc1.weight' dump --model gpt --experts 4 --ep 2 --rank 1
+expect 0 'mlp.experts.experts.linear_fc1.weight' dump --model gpt --experts 4 --ep 2 --rank 1
 expect 2 'num_attention_heads by tp: 8 is not divisible by 3' dump --model gpt --tp 3 --rank 0
 expect 2 'rank 2 is outside the world of 2 ranks' dump --model gpt --tp 2 --rank 2
 expect 2 "'X' is not a valid layer symbol" dump --model hybrid --pattern 'M*X' --rank 0

@@ -26,6 +26,15 @@ CONFIGS = [
     ("gpt_moe_e4_ep2", ["--experts", "4", "--ep", "2"], [0, 1]),
     ("gpt_moe_e4_tp2_ep2", ["--experts", "4", "--ep", "2", "--tp", "2", "--gated"], [0, 1]),
 ]
+# Differences that cannot agree, explained in docs/spec-addendum.md (I) and pinned: each rule maps a real
+# key to the reference's, and must still be needed in every configuration it names (else it is stale).
+EXPLAINED = [
+    # The local layer spec maps pre_mlp_layernorm to mlp.linear_fc1.layer_norm_ also in MoE layers; the TE
+    # spec (what the reference models) has a real pre_mlp_layernorm there (no fused fc1 in an MoE layer).
+    ("moe_pre_mlp_norm_local_key", lambda flags: "--experts" in flags,
+     {"decoder.layers.mlp.linear_fc1.layer_norm_weight": "decoder.layers.pre_mlp_layernorm.weight",
+      "decoder.layers.mlp.linear_fc1.layer_norm_bias": "decoder.layers.pre_mlp_layernorm.bias"}),
+]
 FIELDS = ("kind", "key", "global_shape", "local_shape", "global_offset", "axis_fragmentations", "replica_id",
           "allow_shape_mismatch")
 
@@ -109,6 +118,18 @@ def main():
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 print(f"ERROR {name} rank {rank}: {exc}")
                 return 3
+            for rule, applies, keys in EXPLAINED:
+                if not applies(flags):
+                    continue
+                hits = 0
+                for item in real:
+                    if item["entry"].get("key") in keys:
+                        item["entry"]["key"] = keys[item["entry"]["key"]]
+                        hits += 1
+                print(f"     explained ({rule}, docs/spec-addendum.md I): {hits} entries")
+                if hits == 0:
+                    print(f"FAIL {name} rank {rank}: explained difference {rule} no longer occurs (stale pin)")
+                    failures.append(f"{name}/{rank}/{rule}")
             lines = diff(ref, real)
             print(("ok   " if not lines else "FAIL ") + f"{name} rank {rank} ({len(ref)} reference entries, "
                   f"{len(real)} real)")
