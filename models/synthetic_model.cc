@@ -73,16 +73,20 @@ class Emitter {
     prefix_ = std::move(prefix);
   }
 
-  Status tensor(const std::string& sub, Shape local, Sharding sharding, bool allow_mismatch = false) {
+  /// One tensor at `sub`, keyed `key_prefix + sub` unless `key` is given; `pipeline_replica` is the
+  /// replica id's first element (1 for the last stage's copy of tied embeddings).
+  Status tensor(const std::string& sub, Shape local, Sharding sharding, bool allow_mismatch = false,
+                const std::optional<std::string>& key = std::nullopt, std::int64_t pipeline_replica = 0) {
     std::vector<AxisOffset> offsets = prefix_;
     const auto p = static_cast<std::int64_t>(prefix_.size());
     const bool expert = is_expert_;
     const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
     if (sharding == Sharding::column) offsets.push_back({p, rank, size});
     if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
-    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({0, rank, dp_rank()})
-                                                               : ReplicaId::tuple({0, 0, dp_rank()});
-    IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p,
+    const ReplicaId replica = sharding == Sharding::replicated
+                                  ? ReplicaId::tuple({pipeline_replica, rank, dp_rank()})
+                                  : ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+    IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key.value_or(key_prefix_ + sub), {}, offsets, replica, p,
                                                       TensorValue::of_storage(next_storage(), std::move(local))));
     t.allow_shape_mismatch = allow_mismatch;
     add_with_optimizer(sub, Leaf(std::move(t)));
@@ -275,10 +279,14 @@ Status emit_embedding(Emitter& e, const ModelConfig& c, const RankLayout& l, con
 Status emit_head(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& chunk, bool hybrid) {
   e.at("", chunk + ".", {});
   IH_TRY_STATUS(e.norm(hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", c));
-  // Tied on one stage: the output layer uses the word embeddings and has no weight of its own.
   // Megatron marks the output layer like the embedding: a padded vocabulary may change its rows.
-  if (!(c.tied_embeddings && l.pp_rank == 0))
+  // Tied on one stage: the output layer uses the word embeddings and has no weight of its own; on
+  // the last of several stages it holds a copy saved as a pipeline replica of the embedding.
+  if (!c.tied_embeddings)
     IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true));
+  else if (l.pp_rank > 0)
+    IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true,
+                           "embedding.word_embeddings.weight", 1));
   if (hybrid) e.object("output_layer._extra_state");  // GPT drops it from its sharded dict
   return Ok{};
 }

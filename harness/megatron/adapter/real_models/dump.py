@@ -1,5 +1,5 @@
 """The adapter's model_dump op (docs/adapter-protocol.md): one rank's sharded state dict of a real
-GPTModel built on CPU, in the entry JSON of docs/state-dict-json.md.
+GPTModel or HybridModel built on CPU, in the entry JSON of docs/state-dict-json.md.
 
 Worlds are gtp_world.py's persistent gloo worlds (one per world size, reused across requests);
 the task below is registered in gtp_world.TASKS before any world forks, so every worker has it.
