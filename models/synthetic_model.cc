@@ -108,8 +108,9 @@ class Emitter {
   void swiglu(const std::string& sub, Shape local) {
     ShardedTensorFactory factory{key_prefix_ + sub,
                                  TensorValue::of_storage(next_storage(), std::move(local)),
-                                 ReplicaId::tuple({0, 0, l_.dp_rank}),
-                                 std::make_shared<SwigluBuilder>(prefix_, l_.tp, l_.tp_rank),
+                                 ReplicaId::tuple({0, 0, dp_rank()}),
+                                 std::make_shared<SwigluBuilder>(prefix_, is_expert_ ? l_.etp : l_.tp,
+                                                                 is_expert_ ? l_.etp_rank : l_.tp_rank),
                                  {}};
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
@@ -155,6 +156,18 @@ class Emitter {
   Status norm(const std::string& prefix, const ModelConfig& c) {
     IH_TRY_STATUS(tensor(prefix + "weight", {c.hidden}, Sharding::replicated));
     if (c.layer_norm) IH_TRY_STATUS(tensor(prefix + "bias", {c.hidden}, Sharding::replicated));
+    return Ok{};
+  }
+
+  /// A TP-column-sharded tensor saved through a split factory (Megatron's _split_tensor_factory:
+  /// the Mamba mixer's in_proj and conv1d outside GTP); its pieces are keyed `key.<name>`.
+  Status split(const std::string& sub, Shape local, const SplitLayout& layout) {
+    const ReplicaId replica = ReplicaId::tuple({0, 0, dp_rank()});
+    const auto data = TensorValue::of_storage(next_storage(), std::move(local));
+    IH_TRY_ASSIGN(orig, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, {{0, l_.tp_rank, l_.tp}}, replica, 0,
+                                                         data));
+    IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, layout));
+    add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, builder, {}}));
     return Ok{};
   }
 
@@ -234,7 +247,10 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
     expert_prefix.push_back({static_cast<std::int64_t>(prefix.size()), expert, c.num_experts});
     e.at(key_prefix, path_prefix + "mlp.experts." + std::to_string(local) + ".", expert_prefix);
     // Megatron's SequentialMLP and TEGroupedMLP both key an expert's linears `mlp.experts.experts.*`.
-    IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+    if (c.gated_mlp)  // SwiGLU experts: fc1 is the swiglu factory over the expert-TP group
+      e.swiglu("mlp.experts.experts.linear_fc1.weight", {2 * rows, c.hidden});
+    else
+      IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
     e.object("mlp.experts.experts.linear_fc1._extra_state");
     IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
     e.object("mlp.experts.experts.linear_fc2._extra_state");
@@ -254,14 +270,20 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   } else if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
     IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
     IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
-  } else {
-    IH_TRY_STATUS(
-        e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
+  } else {  // Mamba without GTP: Megatron splits in_proj and conv1d into their sections (z, x, B, C, dt)
+    IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
+    IH_TRY_STATUS(e.split("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, layout));
   }
   IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
   e.object("mixer.in_proj._extra_state");
-  IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
+  if (gdp) {
+    IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
+    IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
+  } else {
+    IH_TRY_ASSIGN(conv, mamba_conv_layout({d_inner, group_state, heads}));
+    IH_TRY_STATUS(e.split("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, conv));
+    IH_TRY_STATUS(e.split("mixer.conv1d.bias", {d_inner + 2 * group_state}, conv));
+  }
   IH_TRY_STATUS(e.tensor("mixer.A_log", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.dt_bias", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.D", {heads}, Sharding::column));

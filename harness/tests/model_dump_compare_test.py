@@ -55,7 +55,7 @@ def rows(entries):
         e = item["entry"]
         if e.get("kind") == "factory":
             for piece in e.get("built", []):
-                p = dict(piece["entry"], kind="factory/" + piece["entry"].get("kind", "?"), key=e["key"])
+                p = dict(piece["entry"], kind="factory/" + piece["entry"].get("kind", "?"))
                 out[tuple(canonical(p.get(f, False if f == "allow_shape_mismatch" else None)) for f in FIELDS)] += 1
             continue
         if e.get("kind") in ("local", "plain"):
