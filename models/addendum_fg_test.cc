@@ -66,7 +66,8 @@ TEST(AddendumG, SingleExpertObjectLooksLikeThePlaceholder) {
       gpt_keys.insert(o->unique_key());
   EXPECT_TRUE(hybrid_keys.count("decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1_2"))
       << *hybrid_keys.begin();
-  EXPECT_TRUE(gpt_keys.count("decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1.0_2.1")) << *gpt_keys.begin();
+  EXPECT_TRUE(gpt_keys.count("decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1.0_2.1"))
+      << *gpt_keys.begin();
 }
 
 }  // namespace

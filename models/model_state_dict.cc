@@ -21,19 +21,17 @@ std::int64_t data_parallel_size(const RankLayout& sizes) {
   return std::lcm(sizes.tp, experts) / sizes.tp;
 }
 
-std::int64_t world_size(const RankLayout& sizes) {
-  return sizes.gtp * sizes.tp * data_parallel_size(sizes) * sizes.pp;
-}
+std::int64_t world_size(const RankLayout& sizes) { return sizes.gtp * sizes.tp * data_parallel_size(sizes) * sizes.pp; }
 
 Result<RankLayout> rank_layout(const RankLayout& sizes, std::int64_t rank) {
-  for (const auto& [value, what] : {std::pair{sizes.tp, "tp"}, {sizes.pp, "pp"}, {sizes.ep, "ep"},
-                                    {sizes.etp, "etp"}, {sizes.gtp, "gtp"}})
+  for (const auto& [value, what] :
+       {std::pair{sizes.tp, "tp"}, {sizes.pp, "pp"}, {sizes.ep, "ep"}, {sizes.etp, "etp"}, {sizes.gtp, "gtp"}})
     IH_TRY_STATUS(require_positive(value, what));
   const std::int64_t world = world_size(sizes);
   if (rank < 0 || rank >= world)
     return bad("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world) +
-               " ranks (gtp x tp x dp x pp = " + std::to_string(sizes.gtp) + " x " + std::to_string(sizes.tp) +
-               " x " + std::to_string(data_parallel_size(sizes)) + " x " + std::to_string(sizes.pp) + ")");
+               " ranks (gtp x tp x dp x pp = " + std::to_string(sizes.gtp) + " x " + std::to_string(sizes.tp) + " x " +
+               std::to_string(data_parallel_size(sizes)) + " x " + std::to_string(sizes.pp) + ")");
   RankLayout out = sizes;
   const std::int64_t dp = data_parallel_size(sizes);
   out.gtp_rank = rank % sizes.gtp;

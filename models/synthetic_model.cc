@@ -83,9 +83,8 @@ class Emitter {
     const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
     if (sharding == Sharding::column) offsets.push_back({p, rank, size});
     if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
-    const ReplicaId replica = sharding == Sharding::replicated
-                                  ? ReplicaId::tuple({pipeline_replica, rank, dp_rank()})
-                                  : ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({pipeline_replica, rank, dp_rank()})
+                                                               : ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
     IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key.value_or(key_prefix_ + sub), {}, offsets, replica, p,
                                                       TensorValue::of_storage(next_storage(), std::move(local))));
     t.allow_shape_mismatch = allow_mismatch;
@@ -106,12 +105,12 @@ class Emitter {
   }
 
   void swiglu(const std::string& sub, Shape local) {
-    ShardedTensorFactory factory{key_prefix_ + sub,
-                                 TensorValue::of_storage(next_storage(), std::move(local)),
-                                 ReplicaId::tuple({0, 0, dp_rank()}),
-                                 std::make_shared<SwigluBuilder>(prefix_, is_expert_ ? l_.etp : l_.tp,
-                                                                 is_expert_ ? l_.etp_rank : l_.tp_rank),
-                                 {}};
+    ShardedTensorFactory factory{
+        key_prefix_ + sub,
+        TensorValue::of_storage(next_storage(), std::move(local)),
+        ReplicaId::tuple({0, 0, dp_rank()}),
+        std::make_shared<SwigluBuilder>(prefix_, is_expert_ ? l_.etp : l_.tp, is_expert_ ? l_.etp_rank : l_.tp_rank),
+        {}};
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
 
@@ -164,8 +163,8 @@ class Emitter {
   Status split(const std::string& sub, Shape local, const SplitLayout& layout) {
     const ReplicaId replica = ReplicaId::tuple({0, 0, dp_rank()});
     const auto data = TensorValue::of_storage(next_storage(), std::move(local));
-    IH_TRY_ASSIGN(orig, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, {{0, l_.tp_rank, l_.tp}}, replica, 0,
-                                                         data));
+    IH_TRY_ASSIGN(orig,
+                  ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, {{0, l_.tp_rank, l_.tp}}, replica, 0, data));
     IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, layout));
     add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, builder, {}}));
     return Ok{};

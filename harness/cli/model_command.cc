@@ -98,7 +98,8 @@ int model_command(const std::vector<std::string>& argv) {
   spec.config.gated_mlp = args->has("gated");
   spec.config.tied_embeddings = args->has("tied");
   spec.optimizer = args->has("optimizer");
-  if (const Status valid = validate_model_dump(spec, rank); !valid.ok()) return report_error(valid.error(), kExitBadInput);
+  if (const Status valid = validate_model_dump(spec, rank); !valid.ok())
+    return report_error(valid.error(), kExitBadInput);
   auto target_spec = validated(TargetSpec{args->value("target").value_or("reference"), std::nullopt,
                                           args->value("megatron-path"), std::nullopt, std::nullopt});
   if (!target_spec.ok()) return report_error(target_spec.error(), kExitBadInput);
