@@ -61,6 +61,10 @@ Status validate_model_dump(const ModelDumpSpec& spec, std::int64_t rank) {
   IH_TRY_ASSIGN(parsed, pattern::parse(spec.pattern));
   const std::string main = parsed.main.value_or("");
   if (main.empty()) return bad("pattern '" + spec.pattern + "' has no layers");
+  const std::int64_t segments = pattern::pipeline_segment_count(main);
+  if (segments > 1 && spec.sizes.pp == 1)  // virtual stages need an interleaved schedule, which needs PP > 1
+    return bad("pattern '" + spec.pattern + "' has " + std::to_string(segments) +
+               " pipeline segments but --pp is 1 (Megatron runs virtual pipeline stages only with PP > 1)");
   if (main.find(pattern::kMoe) != std::string::npos && spec.config.num_experts < 1)
     return bad("pattern '" + spec.pattern + "' has MoE layers (E) but --experts is 0");
   return Ok{};

@@ -57,6 +57,8 @@ TEST(ModelDump, InvalidConfigurationsAreTypedErrors) {
   EXPECT_NE(validate_model_dump(spec, 0).error().message.find("not divisible by pp"), std::string::npos);
   ModelDumpSpec hybrid{.model = ModelKind::hybrid, .pattern = "M*X"};
   EXPECT_FALSE(validate_model_dump(hybrid, 0).ok());
+  hybrid.pattern = "M*|M*";
+  EXPECT_NE(validate_model_dump(hybrid, 0).error().message.find("--pp is 1"), std::string::npos);
   hybrid.pattern = "M*E";
   EXPECT_NE(validate_model_dump(hybrid, 0).error().message.find("--experts is 0"), std::string::npos);
   ModelDumpSpec experts;

@@ -29,6 +29,7 @@ expect 2 'num_attention_heads by tp: 8 is not divisible by 3' dump --model gpt -
 expect 2 'rank 2 is outside the world of 2 ranks' dump --model gpt --tp 2 --rank 2
 expect 2 "'X' is not a valid layer symbol" dump --model hybrid --pattern 'M*X' --rank 0
 expect 2 'has MoE layers (E) but --experts is 0' dump --model hybrid --pattern 'M*E' --rank 0
+expect 2 'has 3 pipeline segments but --pp is 1' dump --model hybrid --pattern 'M*|*-|E' --experts 2 --rank 0
 expect 2 'layers 3 is not divisible by pp 2' dump --model gpt --layers 3 --pp 2 --rank 0
 expect 2 '--rank is required' dump --model gpt
 expect 2 '--model must be gpt or hybrid' dump --model bert --rank 0

@@ -6,11 +6,14 @@ allow_shape_mismatch (factories by their built pieces). Paths are not compared: 
 local layer spec names its norms input_layernorm / pre_mlp_layernorm where the TE spec (and the
 reference) fuse them into the linear; the key is what a checkpoint holds (docs/spec-addendum.md, Q).
 A planted difference in each compared field must fail the comparison first, so the check can fail.
-Usage: model_dump_compare_test.py INTEROP_HARNESS --megatron-path DIR [--only NAME]"""
+--generated N --seed S adds N configurations drawn at random (model, pattern, layout, options; worlds of
+at most 8 ranks), one random rank each, after the curated ones.
+Usage: model_dump_compare_test.py INTEROP_HARNESS --megatron-path DIR [--only NAME,...] [--generated N --seed S]"""
 import argparse
 import collections
 import copy
 import json
+import random
 import subprocess
 import sys
 
@@ -30,6 +33,7 @@ CONFIGS = [
     ("hybrid_moe", ["--model", "hybrid", "--pattern", "M*EM*E", "--experts", "4"], [0]),
     ("hybrid_moe_ep2_pp2", ["--model", "hybrid", "--pattern", "M*E|M*E", "--experts", "4", "--ep", "2", "--pp", "2"],
      [0, 1, 2, 3]),
+    ("hybrid_virtual_stages", ["--model", "hybrid", "--pattern", "M*|M*|M-|M-", "--pp", "2", "--tied"], [0, 1]),
 ]
 # Differences that cannot agree, explained in docs/spec-addendum.md (I) and pinned: each rule maps a real
 # key to the reference's, and must still be needed in every configuration it names (else it is stale).
@@ -42,6 +46,41 @@ EXPLAINED = [
 ]
 FIELDS = ("kind", "key", "global_shape", "local_shape", "global_offset", "axis_fragmentations", "replica_id",
           "allow_shape_mismatch")
+
+
+def generated(count, seed):
+    """(name, flags, [rank]) drawn from the configurations both sides build (world <= 8 ranks)."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        model = rng.choice(["gpt", "hybrid"])
+        tp, pp, ep = rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([1, 2])
+        experts = rng.choice([0, 0, 1, 2, 4])
+        flags = ["--model", model, "--tp", str(tp), "--pp", str(pp)]
+        if model == "gpt":
+            flags += ["--layers", str(pp * rng.choice([1, 2]))]
+        else:
+            blocks = ["M", "*", "-"] + (["E"] if experts else [])
+            stages = ["".join(rng.choice(blocks) for _ in range(rng.randint(1, 3))) for _ in range(pp)]
+            flags += ["--pattern", "|".join(stages)]
+        if experts:
+            flags += ["--experts", str(experts)]
+            if experts % ep == 0 and ep > 1:
+                flags += ["--ep", str(ep)]
+        for switch in ("--gated", "--tied"):
+            if rng.random() < 0.4:
+                flags.append(switch)
+        if rng.random() < 0.3:
+            flags += ["--norm", "layer"]
+        dp_experts = (ep if "--ep" in flags else 1)
+        dp = 1
+        while (tp * dp) % dp_experts:
+            dp += 1
+        world = tp * dp * pp
+        if world > 8:
+            continue
+        out.append((f"generated_{len(out)}", flags, [rng.randrange(world)]))
+    return out
 
 
 def canonical(value):
@@ -105,6 +144,8 @@ def main():
     ap.add_argument("cli")
     ap.add_argument("--megatron-path", required=True)
     ap.add_argument("--only", default=None)
+    ap.add_argument("--generated", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     failures = []
     baseline = dump(args.cli, ["--model", "gpt"], 0, [])
@@ -113,7 +154,7 @@ def main():
           (": missed " + ", ".join(missed) if missed else ""))
     if missed:
         failures.append("planted")
-    for name, flags, ranks in CONFIGS:
+    for name, flags, ranks in CONFIGS + generated(args.generated, args.seed):
         if args.only and name not in args.only.split(","):
             continue
         for rank in ranks:
@@ -137,7 +178,7 @@ def main():
                     failures.append(f"{name}/{rank}/{rule}")
             lines = diff(ref, real)
             print(("ok   " if not lines else "FAIL ") + f"{name} rank {rank} ({len(ref)} reference entries, "
-                  f"{len(real)} real)")
+                  f"{len(real)} real){'' if name in dict((c[0], 0) for c in CONFIGS) else ': ' + ' '.join(flags)}")
             for line in lines[:40]:
                 print("     " + line)
             if lines:

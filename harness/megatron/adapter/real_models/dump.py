@@ -24,8 +24,8 @@ def task_real_model_dump(ctx, req):
     factory.init_parallel_state(req)
     try:
         with shims.applied():
-            model = factory.build(M, req)
-            tree = {"model": model.sharded_state_dict()}
+            chunks = factory.build(M, req)
+            tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
         entries = Codec(M).encode(tree, "dotted")
     except factory.UnsupportedConfig as exc:
         return {"unsupported": str(exc)}

@@ -18,6 +18,16 @@ def _layers(req):
     return sum(1 for ch in main if ch != "|")
 
 
+def virtual_stages(req):
+    """Virtual pipeline stages per rank: a hybrid pattern with more pipe segments than pp ranks
+    (as the reference's hybrid_sharded_state_dict selects them), else None."""
+    if req["model"] != "hybrid":
+        return None
+    segments = req["pattern"].split("/")[0].count("|") + 1
+    pp = int(req["pp"])
+    return segments // pp if segments > 1 and segments > pp else None
+
+
 def transformer_config(M, req):
     from megatron.core.transformer.transformer_config import TransformerConfig
     experts = int(req["num_experts"])
@@ -32,7 +42,7 @@ def transformer_config(M, req):
         expert_model_parallel_size=int(req["ep"]), expert_tensor_parallel_size=int(req["etp"]),
         # CPU: parameters allocated on the host, no initialisation (no CUDA RNG tracker needed).
         use_cpu_initialization=True, perform_initialization=False, params_dtype=M.torch.float32,
-        pipeline_dtype=M.torch.float32,
+        pipeline_dtype=M.torch.float32, virtual_pipeline_model_parallel_size=virtual_stages(req),
         mamba_num_heads=int(req["mamba_heads"]), mamba_head_dim=int(req["mamba_head_dim"]),
         mamba_num_groups=int(req["mamba_groups"]), mamba_state_dim=int(req["mamba_state"]))
     if experts > 0:
@@ -98,22 +108,31 @@ def hybrid_stack_spec(config, experts):
 
 
 def build_hybrid(M, req):
+    """{chunk name: model}: "model", or "model0", "model1", ... for virtual pipeline stages."""
     from megatron.core import parallel_state as ps
     from megatron.core.models.hybrid.hybrid_model import HybridModel
     config = transformer_config(M, req)
     spec = hybrid_stack_spec(config, int(req["num_experts"]))
-    return HybridModel(config, spec, vocab_size=int(req["vocab"]), max_sequence_length=64,
-                       hybrid_layer_pattern=req["pattern"], pre_process=ps.is_pipeline_first_stage(),
-                       post_process=ps.is_pipeline_last_stage(),
-                       share_embeddings_and_output_weights=bool(req["tied_embeddings"]),
-                       position_embedding_type="none")
+    vpp = virtual_stages(req)
+    chunks = {}
+    for vp in range(vpp or 1):
+        stage = vp if vpp else None
+        chunks[f"model{vp}" if vpp else "model"] = HybridModel(
+            config, spec, vocab_size=int(req["vocab"]), max_sequence_length=64,
+            hybrid_layer_pattern=req["pattern"],
+            pre_process=ps.is_pipeline_first_stage(ignore_virtual=not vpp, vp_stage=stage),
+            post_process=ps.is_pipeline_last_stage(ignore_virtual=not vpp, vp_stage=stage),
+            share_embeddings_and_output_weights=bool(req["tied_embeddings"]),
+            position_embedding_type="none", vp_stage=stage)
+    return chunks
 
 
 def build(M, req):
     if int(req["gtp"]) != 1:
         raise UnsupportedConfig("the real-model factory does not build GTP layouts yet (gtp must be 1)")
+    """{chunk name: model} of this rank (one chunk "model" unless virtual pipeline stages)."""
     if req["model"] == "gpt":
-        return build_gpt(M, req)
+        return {"model": build_gpt(M, req)}
     return build_hybrid(M, req)
 
 
@@ -122,6 +141,7 @@ def init_parallel_state(req):
     ps.destroy_model_parallel()
     ps.initialize_model_parallel(tensor_model_parallel_size=int(req["tp"]),
                                  pipeline_model_parallel_size=int(req["pp"]),
+                                 virtual_pipeline_model_parallel_size=virtual_stages(req),
                                  expert_model_parallel_size=int(req["ep"]),
                                  expert_tensor_parallel_size=int(req["etp"]),
                                  create_gloo_process_groups=False)
