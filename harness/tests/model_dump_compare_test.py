@@ -61,18 +61,21 @@ def generated(count, seed):
             flags += ["--layers", str(pp * rng.choice([1, 2]))]
         else:
             blocks = ["M", "*", "-"] + (["E"] if experts else [])
-            stages = ["".join(rng.choice(blocks) for _ in range(rng.randint(1, 3))) for _ in range(pp)]
+            segments = pp * (2 if pp > 1 and rng.random() < 0.25 else 1)  # virtual stages sometimes
+            stages = ["".join(rng.choice(blocks) for _ in range(rng.randint(1, 3))) for _ in range(segments)]
             flags += ["--pattern", "|".join(stages)]
         if experts:
             flags += ["--experts", str(experts)]
             if experts % ep == 0 and ep > 1:
                 flags += ["--ep", str(ep)]
+            if tp > 1 and rng.random() < 0.3:
+                flags += ["--etp", "2"]
         for switch in ("--gated", "--tied"):
             if rng.random() < 0.4:
                 flags.append(switch)
         if rng.random() < 0.3:
             flags += ["--norm", "layer"]
-        dp_experts = (ep if "--ep" in flags else 1)
+        dp_experts = (ep if "--ep" in flags else 1) * (2 if "--etp" in flags else 1)
         dp = 1
         while (tp * dp) % dp_experts:
             dp += 1
