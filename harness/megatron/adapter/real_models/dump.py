@@ -55,7 +55,7 @@ def op_model_dump(ops, req):
     try:
         world = gtp_world.get_world(tp=size, gtp=1, dp=1)
     except gtp_world.WorldError as exc:
-        raise OpError("world_failed", str(exc))
+        raise OpError("harness_error", f"the world for the real model did not start: {exc}")
     try:
         results = world.run("real_model_dump", dict(req))
     except gtp_world.WorldTaskError as exc:
