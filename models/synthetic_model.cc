@@ -158,18 +158,6 @@ class Emitter {
     return Ok{};
   }
 
-  /// A TP-column-sharded tensor saved through a split factory (Megatron's _split_tensor_factory:
-  /// the Mamba mixer's in_proj and conv1d outside GTP); its pieces are keyed `key.<name>`.
-  Status split(const std::string& sub, Shape local, const SplitLayout& layout) {
-    const ReplicaId replica = ReplicaId::tuple({0, 0, dp_rank()});
-    const auto data = TensorValue::of_storage(next_storage(), std::move(local));
-    IH_TRY_ASSIGN(orig,
-                  ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, {{0, l_.tp_rank, l_.tp}}, replica, 0, data));
-    IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, layout));
-    add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, builder, {}}));
-    return Ok{};
-  }
-
   void set_expert(bool expert) { is_expert_ = expert; }
   void plain(const std::string& path, std::string value) {
     out_.push_back({path, StateNode(PlainValue{std::move(value)})});
@@ -269,20 +257,14 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   } else if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
     IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
     IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
-  } else {  // Mamba without GTP: Megatron splits in_proj and conv1d into their sections (z, x, B, C, dt)
-    IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
-    IH_TRY_STATUS(e.split("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, layout));
+  } else {  // Megatron saves a split factory here (spec-addendum I, "Cannot agree"): kept a plain tensor
+    IH_TRY_STATUS(
+        e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
   }
   IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
   e.object("mixer.in_proj._extra_state");
-  if (gdp) {
-    IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
-    IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
-  } else {
-    IH_TRY_ASSIGN(conv, mamba_conv_layout({d_inner, group_state, heads}));
-    IH_TRY_STATUS(e.split("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, conv));
-    IH_TRY_STATUS(e.split("mixer.conv1d.bias", {d_inner + 2 * group_state}, conv));
-  }
+  IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.A_log", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.dt_bias", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.D", {heads}, Sharding::column));
