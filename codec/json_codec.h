@@ -9,6 +9,7 @@
 
 #include "models/flat_state.h"
 #include "models/gpt_layer_maps.h"
+#include "models/model_state_dict.h"
 #include "seam/error_kinds.h"
 
 namespace ih::json {
@@ -54,5 +55,11 @@ Result<std::vector<FlatEntry>> entries_from_json(const Json& document);
 /// An FSDP-style tree: JSON objects are dicts, arrays lists, scalars plain leaves.
 Json tree_to_json(const StateNode& tree);
 StateNode tree_from_json(const Json& value);
+
+/// A `model dump` configuration and rank as the adapter's model_dump request (docs/adapter-protocol.md):
+/// the model, the layout's sizes (dp included) and every dimension, so both sides build the same model.
+Json model_dump_spec_to_json(const ModelDumpSpec& spec, std::int64_t rank);
+/// entries_to_json without tensor data: what `model dump --json` prints (docs/state-dict-json.md).
+Json dump_entries_to_json(const std::vector<FlatEntry>& entries);
 
 }  // namespace ih::json

@@ -64,9 +64,10 @@ TEST(AddendumG, SingleExpertObjectLooksLikeThePlaceholder) {
     if (const auto* o = std::get_if<ShardedObject>(&e.entry);
         o && o->key.find("experts.linear_fc1") != std::string::npos)
       gpt_keys.insert(o->unique_key());
-  EXPECT_TRUE(hybrid_keys.count("decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1_2"))
+  EXPECT_TRUE(hybrid_keys.count("decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1_2"))
       << *hybrid_keys.begin();
-  EXPECT_TRUE(gpt_keys.count("decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1.0_2.1")) << *gpt_keys.begin();
+  EXPECT_TRUE(gpt_keys.count("decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1.0_2.1"))
+      << *gpt_keys.begin();
 }
 
 }  // namespace

@@ -73,16 +73,19 @@ class Emitter {
     prefix_ = std::move(prefix);
   }
 
-  Status tensor(const std::string& sub, Shape local, Sharding sharding, bool allow_mismatch = false) {
+  /// One tensor at `sub`, keyed `key_prefix + sub` unless `key` is given; `pipeline_replica` is the
+  /// replica id's first element (1 for the last stage's copy of tied embeddings).
+  Status tensor(const std::string& sub, Shape local, Sharding sharding, bool allow_mismatch = false,
+                const std::optional<std::string>& key = std::nullopt, std::int64_t pipeline_replica = 0) {
     std::vector<AxisOffset> offsets = prefix_;
     const auto p = static_cast<std::int64_t>(prefix_.size());
     const bool expert = is_expert_;
     const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
     if (sharding == Sharding::column) offsets.push_back({p, rank, size});
     if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
-    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({0, rank, l_.dp_rank})
-                                                               : ReplicaId::tuple({0, 0, l_.dp_rank});
-    IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p,
+    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({pipeline_replica, rank, dp_rank()})
+                                                               : ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+    IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key.value_or(key_prefix_ + sub), {}, offsets, replica, p,
                                                       TensorValue::of_storage(next_storage(), std::move(local))));
     t.allow_shape_mismatch = allow_mismatch;
     add_with_optimizer(sub, Leaf(std::move(t)));
@@ -98,15 +101,16 @@ class Emitter {
     if (shape.empty()) shape = {1}, offset = {0};
     const std::int64_t rank = is_expert_ ? l_.etp_rank : l_.tp_rank;
     out_.push_back({path_prefix_ + sub, StateNode(ShardedObject{key_prefix_ + sub, ObjectRef{next_storage()}, shape,
-                                                                offset, ReplicaId::tuple({0, rank, l_.dp_rank})})});
+                                                                offset, ReplicaId::tuple({0, rank, dp_rank()})})});
   }
 
   void swiglu(const std::string& sub, Shape local) {
-    ShardedTensorFactory factory{key_prefix_ + sub,
-                                 TensorValue::of_storage(next_storage(), std::move(local)),
-                                 ReplicaId::tuple({0, 0, l_.dp_rank}),
-                                 std::make_shared<SwigluBuilder>(prefix_, l_.tp, l_.tp_rank),
-                                 {}};
+    ShardedTensorFactory factory{
+        key_prefix_ + sub,
+        TensorValue::of_storage(next_storage(), std::move(local)),
+        ReplicaId::tuple({0, 0, dp_rank()}),
+        std::make_shared<SwigluBuilder>(prefix_, is_expert_ ? l_.etp : l_.tp, is_expert_ ? l_.etp_rank : l_.tp_rank),
+        {}};
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
 
@@ -147,6 +151,13 @@ class Emitter {
     return Ok{};
   }
 
+  /// A norm's replicated weight, and its bias under LayerNorm: `prefix` + "weight" / "bias".
+  Status norm(const std::string& prefix, const ModelConfig& c) {
+    IH_TRY_STATUS(tensor(prefix + "weight", {c.hidden}, Sharding::replicated));
+    if (c.layer_norm) IH_TRY_STATUS(tensor(prefix + "bias", {c.hidden}, Sharding::replicated));
+    return Ok{};
+  }
+
   void set_expert(bool expert) { is_expert_ = expert; }
   void plain(const std::string& path, std::string value) {
     out_.push_back({path, StateNode(PlainValue{std::move(value)})});
@@ -154,6 +165,8 @@ class Emitter {
 
  private:
   std::uint64_t next_storage() { return ++storage_; }
+  /// Experts replicate over the expert-data-parallel group, the rest over data parallel.
+  std::int64_t dp_rank() const { return is_expert_ ? l_.expert_dp_rank : l_.dp_rank; }
 
   void add_with_optimizer(const std::string& sub, Leaf leaf) {
     for (const std::string& state : optimizer_.names) {
@@ -185,7 +198,7 @@ Status emit_attention(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t proj_cols = c.num_attention_heads * c.kv_channels / l.tp;
   IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.weight", {qkv_rows, c.hidden}, Sharding::column));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.bias", {qkv_rows}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("self_attention.linear_qkv.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("self_attention.linear_qkv.layer_norm_", c));
   e.object("self_attention.linear_qkv._extra_state");
   IH_TRY_STATUS(e.tensor("self_attention.linear_proj.weight", {c.hidden, proj_cols}, Sharding::row));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("self_attention.linear_proj.bias", {c.hidden}, Sharding::replicated));
@@ -200,7 +213,7 @@ Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   else
     IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc1.bias", {rows}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("mlp.linear_fc1.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("mlp.linear_fc1.layer_norm_", c));
   e.object("mlp.linear_fc1._extra_state");
   IH_TRY_STATUS(e.tensor("mlp.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
   if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc2.bias", {c.hidden}, Sharding::replicated));
@@ -211,7 +224,7 @@ Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
 /// MoE layer: router replicated; every local expert adds an expert axis after the layer axis.
 Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& key_prefix,
                 const std::string& path_prefix, const std::vector<AxisOffset>& prefix) {
-  IH_TRY_STATUS(e.tensor("pre_mlp_layernorm.weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("pre_mlp_layernorm.", c));
   IH_TRY_STATUS(e.tensor("mlp.router.weight", {c.num_experts, c.hidden}, Sharding::replicated));
   const std::int64_t local_experts = c.num_experts / l.ep, rows = c.moe_ffn_hidden / l.etp;
   e.set_expert(true);
@@ -220,10 +233,14 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
     std::vector<AxisOffset> expert_prefix = prefix;
     expert_prefix.push_back({static_cast<std::int64_t>(prefix.size()), expert, c.num_experts});
     e.at(key_prefix, path_prefix + "mlp.experts." + std::to_string(local) + ".", expert_prefix);
-    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
-    e.object("mlp.experts.linear_fc1._extra_state");
-    IH_TRY_STATUS(e.tensor("mlp.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
-    e.object("mlp.experts.linear_fc2._extra_state");
+    // Megatron's SequentialMLP and TEGroupedMLP both key an expert's linears `mlp.experts.experts.*`.
+    if (c.gated_mlp)  // SwiGLU experts: fc1 is the swiglu factory over the expert-TP group
+      e.swiglu("mlp.experts.experts.linear_fc1.weight", {2 * rows, c.hidden});
+    else
+      IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+    e.object("mlp.experts.experts.linear_fc1._extra_state");
+    IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+    e.object("mlp.experts.experts.linear_fc2._extra_state");
   }
   e.set_expert(false);
   e.at(key_prefix, path_prefix, prefix);
@@ -240,11 +257,11 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   } else if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
     IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
     IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
-  } else {
+  } else {  // Megatron saves a split factory here (spec-addendum I, "Cannot agree"): kept a plain tensor
     IH_TRY_STATUS(
         e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
   }
-  IH_TRY_STATUS(e.tensor("mixer.in_proj.layer_norm_weight", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
   e.object("mixer.in_proj._extra_state");
   IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
@@ -264,9 +281,15 @@ Status emit_embedding(Emitter& e, const ModelConfig& c, const RankLayout& l, con
 
 Status emit_head(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& chunk, bool hybrid) {
   e.at("", chunk + ".", {});
-  IH_TRY_STATUS(e.tensor(hybrid ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight", {c.hidden},
-                         Sharding::replicated));
-  IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column));
+  IH_TRY_STATUS(e.norm(hybrid ? "decoder.final_norm." : "decoder.final_layernorm.", c));
+  // Megatron marks the output layer like the embedding: a padded vocabulary may change its rows.
+  // Tied on one stage: the output layer uses the word embeddings and has no weight of its own; on
+  // the last of several stages it holds a copy saved as a pipeline replica of the embedding.
+  if (!c.tied_embeddings)
+    IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true));
+  else if (l.pp_rank > 0)
+    IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true,
+                           "embedding.word_embeddings.weight", 1));
   if (hybrid) e.object("output_layer._extra_state");  // GPT drops it from its sharded dict
   return Ok{};
 }

@@ -34,6 +34,8 @@ struct ModelConfig {
   std::int64_t gdp_householder = 3;                       // M of spec 4.1
   GtpSaveDesign gdp_design = GtpSaveDesign::shard_split;  // how a GTP GDP in_proj is saved
   std::int64_t pad_alignment = 16;                        // GTP pad_for_alignment (spec 4.4)
+  bool layer_norm = false;       // LayerNorm (weight and bias) instead of RMSNorm (weight only)
+  bool tied_embeddings = false;  // the output layer shares the word embeddings
 };
 
 /// One rank's position in the parallel layout.
@@ -43,6 +45,8 @@ struct RankLayout {
   std::int64_t ep = 1, ep_rank = 0;
   std::int64_t etp = 1, etp_rank = 0;
   std::int64_t dp_rank = 0;
+  /// Data-parallel rank of the expert grid (Megatron's expert-dp group), in the experts' replica ids.
+  std::int64_t expert_dp_rank = 0;
   /// GTP over the mixers' in_proj (the only GTP weight of the synthetic model; addendum H).
   std::int64_t gtp = 1, gtp_rank = 0;
 };

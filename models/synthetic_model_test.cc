@@ -136,8 +136,8 @@ TEST(SyntheticRoundTrip, MoeExpertAxisFollowsTheLayerAxis) {
   ASSERT_TRUE(retarget_sharded_state_dict(hybrid, gpt_compatible_layer_maps(std::string_view("*E*E")).value()).ok());
   EXPECT_EQ(boxes(hybrid), boxes(gpt_sharded_state_dict(config, 2, layout).value()));
   const auto& extra = std::get<ShardedObject>(
-      hybrid.find(DictKey("model.decoder.layers.3.mlp.experts.1.mlp.experts.linear_fc1._extra_state"))->leaf());
-  EXPECT_EQ(extra.unique_key(), "decoder.layers.mlp.experts.linear_fc1._extra_state/shard_1.3_2.4");
+      hybrid.find(DictKey("model.decoder.layers.3.mlp.experts.1.mlp.experts.experts.linear_fc1._extra_state"))->leaf());
+  EXPECT_EQ(extra.unique_key(), "decoder.layers.mlp.experts.experts.linear_fc1._extra_state/shard_1.3_2.4");
 }
 
 TEST(SyntheticModel, BadLayoutsNameTheParameter) {

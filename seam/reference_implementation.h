@@ -42,6 +42,10 @@ class ReferenceImplementation : public Implementation {
   Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) override;
   Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override;
   Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override;
+  Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) override {
+    IH_TRY_ASSIGN(dict, ih::model_state_dict(spec, rank));
+    return flatten(StateNode(std::move(dict)));
+  }
 };
 
 }  // namespace ih

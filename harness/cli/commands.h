@@ -29,5 +29,7 @@ int property_repro_command(const ReproToken& token, const std::optional<std::str
 /// Replays any token: a property case or a gate check; `megatron_path` overrides the token's hint.
 int replay_token(const ReproToken& token, const std::optional<std::string>& megatron_path = std::nullopt);
 int roundtrip_command(const std::vector<std::string>& args);
+/// `model dump`: one rank's state dict of a whole model, reference or real (model_command.cc).
+int model_command(const std::vector<std::string>& args);
 
 }  // namespace ih::cli

@@ -32,6 +32,8 @@ const Subcommand kSubcommands[] = {
     {"retarget", ih::cli::retarget_command, "retarget a sharded state dict (JSON on stdin) for a hybrid pattern"},
     {"layout", ih::cli::layout_command, "gdp | mamba: which rank saves which in_proj rows (table, JSON, SVG)"},
     {"roundtrip", ih::cli::roundtrip_command, "real saves and loads through Megatron's dist_checkpointing"},
+    {"model", ih::cli::model_command,
+     "dump: one rank's sharded state dict of a GPT or hybrid model (reference or real)"},
 };
 
 void print_help(std::ostream& out) {

@@ -25,6 +25,7 @@ const char* op_name(Operation op) {
     case Operation::split_chunks: return "split_chunks";
     case Operation::megatron_validation: return "integrity";
     case Operation::gtp_padding: return "gtp_padding";
+    case Operation::model_state_dict: return "model_dump";
     case Operation::gtp_pieces: return "gtp_pieces";  // gather: the GDP mixer; shard split: the PR's factory
     case Operation::gtp_merge: return "gtp_merge";
     case Operation::gtp_param_entry: return "gtp_param_entry";
@@ -694,6 +695,16 @@ CodeIdentity MegatronImplementation::code_identity() const {
                                                                      : std::string();
   };
   return {text("version"), text("revision")};
+}
+
+}  // namespace ih
+
+namespace ih {
+
+Result<std::vector<FlatEntry>> MegatronImplementation::model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) {
+  IH_TRY_STATUS(validate_model_dump(spec, rank));
+  IH_TRY_ASSIGN(result, call("model_dump", json::model_dump_spec_to_json(spec, rank)));
+  return json::entries_from_json(result.value("entries", json::Json()));
 }
 
 }  // namespace ih

@@ -96,6 +96,9 @@ class MegatronImplementation : public Implementation {
   Result<AllPaddingLoadAnswer> all_padding_load(const AllPaddingCase& c) override;
   /// single_expert_load: a real GPT save of the expert objects and a real GPT->Hybrid load.
   Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override;
+  /// The real GPTModel / HybridModel built on CPU in a gloo world (adapter real_models/), its rank's
+  /// sharded_state_dict (and optimizer's) flattened (docs/adapter-protocol.md, model_dump).
+  Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) override;
 
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)

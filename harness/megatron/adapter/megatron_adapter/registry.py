@@ -10,7 +10,7 @@ hello, mutants and mutate are the server's own (server.py).
 
 import collections
 
-from megatron_adapter.ops import findings, gtp, integrity, layer_maps, load_state, split_factories
+from megatron_adapter.ops import findings, gtp, integrity, layer_maps, load_state, model_dump, split_factories
 
 Op = collections.namedtuple("Op", "handler needs")
 
@@ -56,6 +56,8 @@ OPS = {
     "gtp_fresh_retarget": Op(findings.gtp_fresh_retarget, None),
     "load_orderings": Op(findings.load_orderings, None),
     "single_expert_load": Op(findings.single_expert_load, None),
+    # Real models (real_models/, docs/adapter-protocol.md "model_dump"): GPTModel / HybridModel on CPU.
+    "model_dump": Op(model_dump.model_dump, None),
 }
 
 # op name -> attribute paths it needs, for the ops hello lists (in the table's order).

@@ -1,7 +1,7 @@
 """The world tasks: one table from task name to function(ctx, payload) -> picklable result. A worker
 runs what the parent asks by name (gloo_worlds.World.run); forked workers see the parent's table."""
 
-from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks
+from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks, model_tasks
 
 TASKS = {
     "ping": gdp_tasks.task_ping,
@@ -17,4 +17,5 @@ TASKS = {
     "single_expert": checkpoint_tasks.task_single_expert,
     "ckpt_save": checkpoint_tasks.task_ckpt_save,
     "load_state": checkpoint_tasks.task_load_state,
+    "real_model_dump": model_tasks.task_real_model_dump,
 }

@@ -1,0 +1,81 @@
+// `model dump`'s reference side: the rank decomposition of a layout and typed errors for invalid
+// configurations (docs/cli.md, model dump).
+#include "models/model_state_dict.h"
+
+#include <gtest/gtest.h>
+
+namespace ih {
+namespace {
+
+TEST(ModelDump, DataParallelSizeLetsExpertsTileTheRanks) {
+  EXPECT_EQ(data_parallel_size({.tp = 2}), 1);
+  EXPECT_EQ(data_parallel_size({.tp = 1, .ep = 2}), 2);
+  EXPECT_EQ(data_parallel_size({.tp = 2, .ep = 2}), 1);
+  EXPECT_EQ(data_parallel_size({.tp = 2, .ep = 4}), 2);
+  EXPECT_EQ(data_parallel_size({.tp = 4, .ep = 2}), 1);
+  EXPECT_EQ(data_parallel_size({.tp = 2, .ep = 3, .etp = 2}), 3);
+  EXPECT_EQ(world_size({.tp = 2, .pp = 2, .ep = 4, .gtp = 2}), 16);
+}
+
+TEST(ModelDump, RankDecomposesTpInnermostThenDpThenPp) {
+  const RankLayout sizes{.tp = 2, .pp = 2, .ep = 4};  // dp 2: ranks t + 2*(d + 2*p)
+  auto r = rank_layout(sizes, 6);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->tp_rank, 0);
+  EXPECT_EQ(r->dp_rank, 1);
+  EXPECT_EQ(r->pp_rank, 1);
+  EXPECT_EQ(r->etp_rank, 0);  // expert grid over the stage's 4 ranks: etp 1, ep 4, edp 1
+  EXPECT_EQ(r->ep_rank, 2);
+  EXPECT_EQ(r->expert_dp_rank, 0);
+  auto r5 = rank_layout(sizes, 5);
+  ASSERT_TRUE(r5.ok());
+  EXPECT_EQ(r5->tp_rank, 1);
+  EXPECT_EQ(r5->ep_rank, 1);
+  auto e = rank_layout({.tp = 1, .ep = 2, .etp = 1}, 1);  // dp 2, expert dp 1
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->dp_rank, 1);
+  EXPECT_EQ(e->ep_rank, 1);
+  EXPECT_EQ(e->expert_dp_rank, 0);
+  auto g = rank_layout({.tp = 2, .gtp = 2}, 3);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->gtp_rank, 1);
+  EXPECT_EQ(g->tp_rank, 1);
+}
+
+TEST(ModelDump, InvalidConfigurationsAreTypedErrors) {
+  ModelDumpSpec spec;
+  spec.sizes.tp = 3;  // 8 heads
+  auto heads = validate_model_dump(spec, 0);
+  ASSERT_FALSE(heads.ok());
+  EXPECT_EQ(heads.error().kind, ErrorKind::invalid_argument);
+  EXPECT_NE(heads.error().message.find("num_attention_heads"), std::string::npos);
+  spec.sizes.tp = 2;
+  auto outside = validate_model_dump(spec, 2);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.error().message.find("outside the world of 2 ranks"), std::string::npos);
+  spec.sizes.tp = 1, spec.sizes.pp = 2, spec.layers = 3;
+  EXPECT_NE(validate_model_dump(spec, 0).error().message.find("not divisible by pp"), std::string::npos);
+  ModelDumpSpec hybrid{.model = ModelKind::hybrid, .pattern = "M*X"};
+  EXPECT_FALSE(validate_model_dump(hybrid, 0).ok());
+  hybrid.pattern = "M*|M*";
+  EXPECT_NE(validate_model_dump(hybrid, 0).error().message.find("--pp is 1"), std::string::npos);
+  hybrid.pattern = "M*E";
+  EXPECT_NE(validate_model_dump(hybrid, 0).error().message.find("--experts is 0"), std::string::npos);
+  ModelDumpSpec experts;
+  experts.config.num_experts = 4, experts.sizes.ep = 3;
+  EXPECT_NE(validate_model_dump(experts, 0).error().message.find("num_experts by ep"), std::string::npos);
+  EXPECT_FALSE(rank_layout({.tp = 0}, 0).ok());
+}
+
+TEST(ModelDump, DumpsTheRankOfTheLayout) {
+  ModelDumpSpec spec;
+  spec.sizes.tp = 2;
+  auto dict = model_state_dict(spec, 1);
+  ASSERT_TRUE(dict.ok()) << dict.error().message;
+  const auto& qkv = std::get<ShardedTensor>((*dict)[1].value.leaf());
+  EXPECT_EQ(qkv.key, "decoder.layers.self_attention.linear_qkv.weight");
+  EXPECT_EQ(qkv.global_offset, (Shape{0, 384, 0}));  // tp rank 1 of 768 rows
+}
+
+}  // namespace
+}  // namespace ih
