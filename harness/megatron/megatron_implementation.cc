@@ -395,6 +395,13 @@ Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const
   IH_TRY_ASSIGN(result, call("gtp_pieces", gtp_request(p, design)));
   StateList pieces;
   for (json::Json piece : result.value("pieces", json::Json::array())) {
+    if (piece.value("kind", "") == "tensor" && !piece.contains("data") && p.shard) {
+      // The adapter gives a piece's data only where it views a storage it was told of (the shard,
+      // the gathered buffer): any other piece is a copy. Describe it as a fresh buffer so the
+      // properties judge it (gtp_pieces_are_views fails), as for the parameter entry.
+      const Shape local = piece.value("local_shape", Shape{});
+      piece["data"] = data_json(TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), local, p.dtype));
+    }
     IH_TRY_ASSIGN(leaf, json::leaf_from_json(piece));
     // Pieces always carry their data (the properties judge views and pad rows on it); an
     // adapter answer without it is a protocol error, never an empty optional downstream.
