@@ -109,10 +109,17 @@ Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
   return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, corpus_of(options)};
 }
 
+/// A failed property's typed violation: its kind (the property's typed_verdict kind, "failed" when
+/// it gives none) and its case (`spec=<spec case>`, or `generated` for a generated case), which a
+/// known finding's `violation:` lines match.
+gate::Violation property_violation(const std::string& failure_kind, const std::string& which, std::string text) {
+  return {failure_kind.empty() ? "failed" : failure_kind, which, std::move(text)};
+}
+
 /// Every property as a gate check: its spec cases first (the spec's worked examples; a failing one
-/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case
-/// and a token that replays it. A spec case without a verdict on this target leaves the verdict to
-/// the generated cases.
+/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case,
+/// a token that replays it and its typed violation. A spec case without a verdict on this target
+/// leaves the verdict to the generated cases.
 std::vector<gate::Check> property_checks(const Budget& budget) {
   std::vector<gate::Check> out;
   for (const props::Property& property : props::all_properties())
@@ -128,6 +135,7 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
                                           ? std::nullopt
                                           : std::optional<props::GtpCase>(layout->second)};
              answer.case_token = ReproToken{props::property_check_name(property.name), {{"spec", fixture}}};
+             answer.violations = {property_violation(spec_case.failure_kind, "spec=" + fixture, answer.detail)};
              return answer;
            }
            const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
@@ -137,7 +145,10 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            // The property's own token, with its case when it failed: a known finding pins a property by
            // it, so a pin is matched when the property fails and reported STALE when it passes.
            ReproToken token{props::property_check_name(property.name), {}};
-           if (run.outcome == Outcome::failed) props::add_case_options(token, params, run);
+           if (run.outcome == Outcome::failed) {
+             props::add_case_options(token, params, run);
+             answer.violations = {property_violation(run.failure_kind, "generated", run.description)};
+           }
            if (run.outcome == Outcome::failed || run.outcome == Outcome::passed) answer.case_token = token;
            return answer;
          }});
