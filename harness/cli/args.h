@@ -92,6 +92,7 @@ std::string names_text(const std::array<Named<E>, N>& table) {
   return out;
 }
 
+/// The value a word names; nullopt for a word the table lacks.
 template <class E, std::size_t N>
 std::optional<E> value_named(const std::array<Named<E>, N>& table, std::string_view word) {
   for (const Named<E>& n : table)
@@ -99,6 +100,7 @@ std::optional<E> value_named(const std::array<Named<E>, N>& table, std::string_v
   return std::nullopt;
 }
 
+/// The word that names `value` (every value of the enum has one).
 template <class E, std::size_t N>
 std::string name_of(const std::array<Named<E>, N>& table, E value) {
   for (const Named<E>& n : table)
@@ -127,8 +129,8 @@ OneOf<O> one_of(E C::*field, const std::array<Named<E>, N>& table) {
 /// One row of a command's flag table, bound to a field of its typed options O (the shape of
 /// libFuzzer's flag table): a switch (bool), a text (optional string, or a string whose default is
 /// the field's initial value), an integer in [min, max] whose default is the field's initial value,
-/// or one word of a name table (one_of). A required
-/// flag has no default: a command line without it is refused.
+/// or one word of a name table (one_of). A required flag has no default: a command line without it
+/// is refused.
 template <class O>
 struct Flag {
   std::string name;  // without leading dashes
