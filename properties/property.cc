@@ -172,6 +172,11 @@ std::optional<GtpCase>& last_failing_layout() {
   return layout;
 }
 
+std::string& last_verdict_kind() {
+  thread_local std::string kind;
+  return kind;
+}
+
 PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params) {
   PropertyRun out{name};
   const auto start = std::chrono::steady_clock::now();
@@ -228,4 +233,10 @@ PropertyRun typed(PropertyRun run, const RecordingImplementation& recorded) {
 }
 
 }  // namespace detail
+
+Verdict typed_verdict(std::string kind, Verdict text) {
+  detail::last_verdict_kind() = std::move(kind);
+  return text;
+}
+
 }  // namespace ih::props

@@ -23,6 +23,11 @@ namespace ih::props {
 /// A property's verdict on one case: empty when it holds, else what broke (readable).
 using Verdict = std::string;
 
+/// A failing verdict typed with its kind (what broke, e.g. "to_state_dict_failed"): the gate gives
+/// the failure a typed violation of this kind, which a known finding matches (its `violation:`
+/// lines), not the text. The kind is the last one typed while the case ran; untyped verdicts have none.
+Verdict typed_verdict(std::string kind, Verdict text);
+
 /// Budget and replay input of one run.
 struct RunParams {
   std::uint64_t seed = 0;
@@ -45,6 +50,7 @@ struct PropertyRun {
   int shrink_steps = 0;                   // length of the shrink path
   std::string last_case;                  // the last case run, printed (on a replay: the regenerated case)
   std::optional<GtpCase> failing_layout;  // the minimal failing case's in_proj layout, for a picture
+  std::string failure_kind;               // the minimal failing case's typed_verdict kind ("": untyped)
   std::string note;                       // how the cases were drawn when the target bounded them
 };
 
@@ -77,6 +83,8 @@ std::string& last_case();
 /// The layout of the last case that failed (shrinking keeps only failing cases, so after a run
 /// this is the minimal one's), when the case has one.
 std::optional<GtpCase>& last_failing_layout();
+/// The kind typed_verdict gave while the current case ran ("" when none); cleared before each case.
+std::string& last_verdict_kind();
 template <class Case>
 std::optional<GtpCase> layout_of(const Case& c) {
   if constexpr (std::is_same_v<Case, GtpCase>)
@@ -108,18 +116,21 @@ PropertyRun run_property(const std::string& name, const rc::Gen<Case>& gen,
                          const RunParams& params) {
   RecordingImplementation recorded(impl);
   last_failing_layout().reset();
+  std::string failing_kind;
   PropertyRun run = run_rapidcheck(
       name,
       [&] {
         const Case c = *gen;
         last_case() = show(c);
+        last_verdict_kind().clear();
         const Verdict v = check(recorded, c);
         if (v.empty()) return;
         last_failing_layout() = detail::layout_of(c);
+        failing_kind = last_verdict_kind();
         RC_FAIL(v);
       },
       params);
-  if (run.outcome == Outcome::failed) run.failing_layout = last_failing_layout();
+  if (run.outcome == Outcome::failed) run.failing_layout = last_failing_layout(), run.failure_kind = failing_kind;
   return typed(std::move(run), recorded);
 }
 /// The note of a run whose cases were drawn within `capacity`.

@@ -71,9 +71,10 @@ Verdict load_orders_agree(Implementation& impl, const GtpCase& c) {
       IH_VERDICT_ASSIGN(load, impl.load_state(checkpoint, request, LoadOrder::serialization_load));
       auto fixed = impl.load_state(checkpoint, request, LoadOrder::to_state_dict_fixed);
       if (!fixed.ok() || *fixed != load)
-        return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + "): to_state_dict " +
-               (fixed.ok() ? std::string("gives another tree") : "fails: " + fixed.error().message) +
-               " than serialization.load";
+        return typed_verdict(fixed.ok() ? "to_state_dict_differs" : "to_state_dict_failed",
+                             "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + "): to_state_dict " +
+                                 (fixed.ok() ? std::string("gives another tree") : "fails: " + fixed.error().message) +
+                                 " than serialization.load");
     }
   return "";
 }

@@ -61,8 +61,10 @@ Replay run_spec_case(Implementation& impl, const Property& property, const std::
     return out;
   }
   RecordingImplementation recorded(impl);
+  detail::last_verdict_kind().clear();
   std::tie(out.printed_case, out.verdict) = it->second(recorded);
   out.outcome = out.verdict.empty() ? Outcome::passed : Outcome::failed;
+  if (out.outcome == Outcome::failed) out.failure_kind = detail::last_verdict_kind();
   if (recorded.no_verdict()) out.outcome = recorded.no_verdict_outcome(), out.verdict = recorded.no_verdict()->message;
   return out;
 }
@@ -84,7 +86,7 @@ Replay replay(Implementation& impl, const Property& property, const ReproToken& 
   out.no_such_case = run.description.find("Unable to reproduce minimum value") != std::string::npos;
   out.printed_case = run.outcome == Outcome::failed ? run.counterexample : run.last_case;
   out.outcome = holds_now ? Outcome::passed : run.outcome;
-  if (!holds_now && run.outcome != Outcome::passed) out.verdict = run.description;
+  if (!holds_now && run.outcome != Outcome::passed) out.verdict = run.description, out.failure_kind = run.failure_kind;
   return out;
 }
 

@@ -40,6 +40,7 @@ struct Replay {
   std::string printed_case;
   Outcome outcome = Outcome::passed;  // harness_error: the token no longer regenerates its case
   std::string verdict;                // what broke, or why there is no verdict
+  std::string failure_kind;           // a failed verdict's typed_verdict kind ("": untyped)
   bool no_such_case = false;          // rc='s shrink path leads nowhere: a damaged or stale token
 };
 

@@ -25,34 +25,76 @@ namespace {
 
 constexpr std::int64_t kMaxPropertyCases = 1'000'000;
 
-const std::vector<FlagSpec> kTargetFlags = {
-    {"target", true, "reference (default) or megatron"},
-    {"megatron-path", true, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
-    {"mutant", true, "plant one bug in the target (see --list-mutants)"},
-    {"candidate", true,
-     "megatron: apply a candidate design to the checkout (shard-split: the harness's own candidate of the pending GTP "
-     "shard-split save, not Megatron's code; never over a checkout's own factory)"},
-    {"fix", true, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
-    {"corpus", true, "corpus folder (default: the source tree's corpus/)"}};
+/// The options of every command that runs the gate's checks: the target and the budget.
+struct TargetOptions : GivenFlags {
+  std::optional<std::string> target, megatron_path, mutant, candidate, fix, corpus;
+  std::int64_t seed = 1;
+  std::int64_t property_cases = 25;  // 5 against megatron unless given
+};
 
-const std::vector<FlagSpec> kGateFlags = [] {
-  std::vector<FlagSpec> flags = kTargetFlags;
+/// The rows of TargetOptions, for the table of a command whose options O derive from it.
+template <class O>
+std::vector<Flag<O>> target_flags() {
+  return {{"target", &O::target, "reference (default) or megatron"},
+          {"megatron-path", &O::megatron_path, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
+          {"mutant", &O::mutant, "plant one bug in the target (see --list-mutants)"},
+          {"candidate", &O::candidate,
+           "megatron: apply a candidate design to the checkout (shard-split: the harness's own candidate of the "
+           "pending GTP shard-split save, not Megatron's code; never over a checkout's own factory)"},
+          {"fix", &O::fix, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
+          {"corpus", &O::corpus, "corpus folder (default: the source tree's corpus/)"}};
+}
+
+template <class O>
+Flag<O> property_cases_flag() {
+  return {"property-cases", &O::property_cases, "generated cases per property (default 25; 5 against megatron)", 1,
+          kMaxPropertyCases};
+}
+
+struct GateOptions : TargetOptions {
+  bool require_all = false, json = false, list_mutants = false;
+  std::optional<std::string> allow_not_run, report;
+};
+
+const std::vector<Flag<GateOptions>> kGateFlags = [] {
+  using G = GateOptions;
+  std::vector<Flag<G>> flags = target_flags<G>();
   flags.insert(flags.end(),
-               {{"seed", true, "RapidCheck seed of the property checks (default 1)"},
-                {"property-cases", true, "generated cases per property (default 25; 5 against megatron)"},
-                {"require-all", false, "a check that does not run fails the gate (CI)"},
-                {"allow-not-run", true, "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
-                {"report", true, "write junit.xml, report.json and summary.md into this folder"},
-                {"json", false, "print the JSON report on stdout (progress goes to stderr)"},
-                {"list-mutants", false, "list the target's planted mutants with their bug classes"}});
+               {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
+                 std::numeric_limits<std::int64_t>::max()},
+                property_cases_flag<G>(),
+                {"require-all", &G::require_all, "a check that does not run fails the gate (CI)"},
+                {"allow-not-run", &G::allow_not_run,
+                 "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
+                {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
+                {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
+                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"}});
   return flags;
 }();
 
-std::string corpus_of(const ParsedArgs& args) { return args.value("corpus").value_or(install::corpus_dir().string()); }
+struct MutantsOptions : TargetOptions {
+  bool json = false;
+};
 
-Result<TargetSpec> spec_of(const ParsedArgs& args) {
-  return validated_target(args.value("target"), args.value("mutant"), args.value("megatron-path"),
-                          args.value("candidate"), args.value("fix"));
+const std::vector<Flag<MutantsOptions>> kMutantsFlags = [] {
+  std::vector<Flag<MutantsOptions>> flags = target_flags<MutantsOptions>();
+  flags.push_back(property_cases_flag<MutantsOptions>());
+  flags.push_back({"json", &MutantsOptions::json, "machine-readable output"});
+  return flags;
+}();
+
+struct ReproOptions : GivenFlags {
+  std::optional<std::string> megatron_path;
+};
+
+const std::vector<Flag<ReproOptions>> kReproFlags = {
+    {"megatron-path", &ReproOptions::megatron_path,
+     "replay a megatron token against this Megatron-LM checkout (the token's path is a hint)"}};
+
+std::string corpus_of(const TargetOptions& options) { return options.corpus.value_or(install::corpus_dir().string()); }
+
+Result<TargetSpec> spec_of(const TargetOptions& options) {
+  return validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix);
 }
 
 /// The options that change which checks exist and what they generate.
@@ -62,18 +104,22 @@ struct Budget {
   std::string corpus;
 };
 
-Result<Budget> budget_of(const ParsedArgs& args, const TargetSpec& spec) {
-  Budget budget;
-  IH_TRY_ASSIGN(seed, args.int_value("seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  IH_TRY_ASSIGN(cases, args.int_value("property-cases", spec.target == TargetKind::reference ? 25 : 5, 1, kMaxPropertyCases));
-  budget.seed = static_cast<std::uint64_t>(seed), budget.property_cases = cases, budget.corpus = corpus_of(args);
-  return budget;
+Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
+  const bool fewer = spec.target != TargetKind::reference && !options.has("property-cases");
+  return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, corpus_of(options)};
+}
+
+/// A failed property's typed violation: its kind (the property's typed_verdict kind, "failed" when
+/// it gives none) and its case (`spec=<spec case>`, or `generated` for a generated case), which a
+/// known finding's `violation:` lines match.
+gate::Violation property_violation(const std::string& failure_kind, const std::string& which, std::string text) {
+  return {failure_kind.empty() ? "failed" : failure_kind, which, std::move(text)};
 }
 
 /// Every property as a gate check: its spec cases first (the spec's worked examples; a failing one
-/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case
-/// and a token that replays it. A spec case without a verdict on this target leaves the verdict to
-/// the generated cases.
+/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case,
+/// a token that replays it and its typed violation. A spec case without a verdict on this target
+/// leaves the verdict to the generated cases.
 std::vector<gate::Check> property_checks(const Budget& budget) {
   std::vector<gate::Check> out;
   for (const props::Property& property : props::all_properties())
@@ -89,6 +135,7 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
                                           ? std::nullopt
                                           : std::optional<props::GtpCase>(layout->second)};
              answer.case_token = ReproToken{props::property_check_name(property.name), {{"spec", fixture}}};
+             answer.violations = {property_violation(spec_case.failure_kind, "spec=" + fixture, answer.detail)};
              return answer;
            }
            const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
@@ -98,7 +145,10 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
            // The property's own token, with its case when it failed: a known finding pins a property by
            // it, so a pin is matched when the property fails and reported STALE when it passes.
            ReproToken token{props::property_check_name(property.name), {}};
-           if (run.outcome == Outcome::failed) props::add_case_options(token, params, run);
+           if (run.outcome == Outcome::failed) {
+             props::add_case_options(token, params, run);
+             answer.violations = {property_violation(run.failure_kind, "generated", run.description)};
+           }
            if (run.outcome == Outcome::failed || run.outcome == Outcome::passed) answer.case_token = token;
            return answer;
          }});
@@ -119,12 +169,12 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
 }
 
 /// The options every token of a run carries: the target and the budget.
-ReproToken base_token(const TargetSpec& spec, const Budget& budget, const ParsedArgs& args) {
+ReproToken base_token(const TargetSpec& spec, const Budget& budget, const TargetOptions& options) {
   ReproToken base;
   add_target_options(base, spec);
   base.options["seed"] = std::to_string(budget.seed);
   base.options["cases"] = std::to_string(budget.property_cases);
-  if (args.value("corpus")) base.options["corpus"] = budget.corpus;
+  if (options.corpus) base.options["corpus"] = budget.corpus;
   return base;
 }
 
@@ -181,49 +231,45 @@ std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) 
 int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(argv,
-                                 {"interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant "
-                                  "M] [--candidate shard-split] "
-                                  "[--fix to_state_dict_order] [--report DIR]",
-                                  kGateFlags},
-                                 exit_code);
+                                 "interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant "
+                                 "M] [--candidate shard-split] [--fix to_state_dict_order] [--report DIR]",
+                                 kGateFlags, exit_code);
   if (!args) return exit_code;
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
-  if (args->has("list-mutants")) return list_mutants(*spec, args->has("json"));
+  if (args->list_mutants) return list_mutants(*spec, args->json);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
-  if (const auto report = args->value("report")) {
-    const Status ready = prepare_output_folder("report", *report, report::is_gate_report_file);
+  if (args->report) {
+    const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
-  auto budget = budget_of(*args, *spec);
-  if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
-  auto checks = all_checks(*budget, spec->target != TargetKind::reference);
+  const Budget budget = budget_of(*args, *spec);
+  auto checks = all_checks(budget, spec->target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  auto known = gate::load_known_findings(budget->corpus);
+  auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
   auto target = make_target(*spec);
   if (!target.ok()) return report_error(target.error());
 
-  std::ostream& progress = args->has("json") ? std::cerr : std::cout;
-  report::GateRun run{describe_target(**target, *spec), budget->seed, budget->property_cases, args->has("require-all"),
-                      0};
+  std::ostream& progress = args->json ? std::cerr : std::cout;
+  report::GateRun run{describe_target(**target, *spec), budget.seed, budget.property_cases, args->require_all, 0};
   progress << "INFO: gate target " << run.target << "\n"
            << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
-  ReproToken base = base_token(*spec, *budget, *args);
+  ReproToken base = base_token(*spec, budget, *args);
   add_target_identity(base, **target);
   auto results = gate::run_checks(**target, *checks, base, *known, progress);
-  if (run.require_all) require_all(results, args->value("allow-not-run").value_or(""));
+  if (run.require_all) require_all(results, args->allow_not_run.value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
   const Status written =
-      args->value("report") ? report::write_gate_reports(*args->value("report"), run, results, **target) : Status(Ok{});
+      args->report ? report::write_gate_reports(*args->report, run, results, **target) : Status(Ok{});
   progress << "\n" << gate::summary_table(results);
   for (const gate::CheckResult& r : results)
     if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
       progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
   progress << gate::verdict_line(run.exit_code, results) << "\n";
-  if (args->has("json")) std::cout << report::gate_json(run, results);
+  if (args->json) std::cout << report::gate_json(run, results);
   if (!written.ok()) return report_error(written.error(), kExitHarnessError);
   return run.exit_code;
 }
@@ -271,35 +317,27 @@ int replay_token(const ReproToken& token, const std::optional<std::string>& mega
 int repro_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(
-      argv,
-      {"interop-harness repro TOKEN [--megatron-path DIR]   (TOKEN as printed after REPRO: by a failing check)",
-       {{"megatron-path", true,
-         "replay a megatron token against this Megatron-LM checkout (the token's path is a hint)"}},
-       1,
-       1},
-      exit_code);
+      argv, "interop-harness repro TOKEN [--megatron-path DIR]   (TOKEN as printed after REPRO: by a failing check)",
+      kReproFlags, exit_code, {1, 1});
   if (!args) return exit_code;
   auto token = token_argument(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
-  return replay_token(*token, args->value("megatron-path"));
+  return replay_token(*token, args->megatron_path);
 }
 
 int mutants_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  std::vector<FlagSpec> flags = kTargetFlags;
-  flags.push_back({"property-cases", true, "generated cases per property (default 25; 5 against megatron)"});
-  flags.push_back({"json", false, "machine-readable output"});
-  const auto args = open_command(
-      argv, {"interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]", flags}, exit_code);
+  const auto args =
+      open_command(argv, "interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]",
+                   kMutantsFlags, exit_code);
   if (!args) return exit_code;
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
   if (spec->mutant)
     return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
                         kExitBadInput);
-  auto budget = budget_of(*args, *spec);
-  if (!budget.ok()) return report_error(budget.error(), kExitBadInput);
-  auto checks = all_checks(*budget, spec->target != TargetKind::reference);
+  const Budget budget = budget_of(*args, *spec);
+  auto checks = all_checks(budget, spec->target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   struct Planted {
     std::string name, description;
@@ -322,7 +360,7 @@ int mutants_command(const std::vector<std::string>& argv) {
                          m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable"))});
     }
   }
-  std::ostream& progress = args->has("json") ? std::cerr : std::cout;
+  std::ostream& progress = args->json ? std::cerr : std::cout;
   // A check that already fails on the clean target kills nothing: only checks that pass there count.
   auto clean = make_target(*spec);
   if (!clean.ok()) return report_error(clean.error());
@@ -330,7 +368,7 @@ int mutants_command(const std::vector<std::string>& argv) {
   std::ostringstream clean_progress;
   std::set<std::string> passing_on_clean;
   for (const auto& r :
-       gate::run_checks(**clean, *checks, base_token(*spec, *budget, *args), gate::KnownFindings{}, clean_progress))
+       gate::run_checks(**clean, *checks, base_token(*spec, budget, *args), gate::KnownFindings{}, clean_progress))
     if (r.answer.outcome == Outcome::passed) passing_on_clean.insert(gate_check_name(r.group, r.name));
   progress << "INFO: " << passing_on_clean.size() << " of " << checks->size() << " checks pass on the clean target\n";
   clean->reset();
@@ -351,7 +389,7 @@ int mutants_command(const std::vector<std::string>& argv) {
     mutated.mutant = name;
     auto target = make_target(mutated);
     if (!target.ok()) return report_error(target.error());
-    ReproToken base = base_token(mutated, *budget, *args);
+    ReproToken base = base_token(mutated, budget, *args);
     add_target_identity(base, **target);
     std::ostringstream quiet;
     const auto results = gate::run_checks(**target, *checks, base, gate::KnownFindings{}, quiet);
@@ -378,7 +416,7 @@ int mutants_command(const std::vector<std::string>& argv) {
   }
   report["score"] = std::to_string(killed) + "/" + std::to_string(total);
   report["not_applicable"] = not_applicable;
-  if (args->has("json"))
+  if (args->json)
     std::cout << json::dump(report) << "\n";
   else
     std::cout << "mutants killed: " << killed << "/" << total

@@ -18,21 +18,40 @@ constexpr std::int64_t kMaxGptLayers = 100'000;
 constexpr std::int64_t kMaxPatternChars = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxPipelineRanks = 4096;
 
-const CommandSpec kMaps = {
-    "interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)",
-    {{"json", false, "one JSON object per pattern (docs/cli.md)"}},
-    1,
-    std::numeric_limits<std::size_t>::max()};
-const CommandSpec kMake = {"interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]",
-                           {{"gpt-layers", true, "number of GPT layers N"},
-                            {"block", true, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'"},
-                            {"segments", true, "pipeline segments S; S must divide the block count"}}};
-const CommandSpec kCheck = {
-    "interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]",
-    {{"gpt-layers", true, "the GPT checkpoint's layer count N, 0.." + std::to_string(kMaxGptLayers)},
-     {"pp", true, "pipeline-parallel size P, 1.." + std::to_string(kMaxPipelineRanks)}},
-    1,
-    1};
+const char* const kMapsSynopsis =
+    "interop-harness pattern maps [--json] PATTERN... ('-' reads one pattern per line from stdin)";
+const char* const kMakeSynopsis = "interop-harness pattern make --gpt-layers N --block BLOCK [--segments S]";
+const char* const kCheckSynopsis = "interop-harness pattern check PATTERN [--gpt-layers N] [--pp P]";
+
+/// Each subcommand's options, filled from its flag table (defaults here).
+struct MapsOptions : GivenFlags {
+  bool json = false;
+};
+struct MakeOptions : GivenFlags {
+  std::int64_t gpt_layers = 0, segments = 1;
+  std::optional<std::string> block;
+};
+struct CheckOptions : GivenFlags {
+  std::int64_t gpt_layers = 0, pp = 1;
+};
+
+constexpr bool kRequired = true;
+// make's counts are checked against the block (a multiple of its GPT layers, dividing its blocks)
+// and the printed pattern's length, with messages that say which; the table takes any integer.
+constexpr std::int64_t kAnyLow = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kAnyHigh = std::numeric_limits<std::int64_t>::max();
+
+const std::vector<Flag<MapsOptions>> kMapsFlags = {
+    {"json", &MapsOptions::json, "one JSON object per pattern (docs/cli.md)"}};
+const std::vector<Flag<MakeOptions>> kMakeFlags = {
+    {"gpt-layers", &MakeOptions::gpt_layers, "number of GPT layers N", kAnyLow, kAnyHigh, kRequired},
+    {"block", &MakeOptions::block, "the pattern of one GPT layer (or of k layers), e.g. 'M*-'", 0, 0, kRequired},
+    {"segments", &MakeOptions::segments, "pipeline segments S; S must divide the block count", kAnyLow, kAnyHigh}};
+const std::vector<Flag<CheckOptions>> kCheckFlags = {
+    {"gpt-layers", &CheckOptions::gpt_layers, "the GPT checkpoint's layer count N, 0.." + std::to_string(kMaxGptLayers),
+     0, kMaxGptLayers},
+    {"pp", &CheckOptions::pp, "pipeline-parallel size P, 1.." + std::to_string(kMaxPipelineRanks), 1,
+     kMaxPipelineRanks}};
 
 int bad_input(ErrorKind kind, const std::string& message) {
   return report_error(make_error(kind, message), kExitBadInput);
@@ -70,7 +89,8 @@ std::vector<std::string> collect_patterns(const std::vector<std::string>& positi
 
 int maps_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kMaps, exit_code);
+  const auto args =
+      open_command(argv, kMapsSynopsis, kMapsFlags, exit_code, {1, std::numeric_limits<std::size_t>::max()});
   if (!args) return exit_code;
   bool all_ok = true;
   for (const std::string& text : collect_patterns(args->positionals)) {
@@ -79,7 +99,7 @@ int maps_command(const std::vector<std::string>& argv) {
     if (!maps.ok())  // errors on stderr in both forms; the JSON object stays the documented stdout line
       std::cerr << "ERROR: " << to_string(maps.error().kind) << ": pattern " << py_repr(text) << ": "
                 << maps.error().message << "\n";
-    if (args->has("json")) {
+    if (args->json) {
       std::cout << json::dump(json::layer_maps_to_json(text, maps)) << "\n";
     } else if (maps.ok()) {
       std::cout << "pattern " << text << "\n  gpt layers  " << maps->num_gpt_layers << "\n  attention   "
@@ -92,42 +112,34 @@ int maps_command(const std::vector<std::string>& argv) {
 
 int make_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kMake, exit_code);
+  const auto args = open_command(argv, kMakeSynopsis, kMakeFlags, exit_code);
   if (!args) return exit_code;
-  for (const char* required : {"gpt-layers", "block"})
-    if (!args->value(required))
-      return bad_input(ErrorKind::invalid_argument, std::string("--") + required + " is required (see --help)");
-  const auto layers = args->int_value("gpt-layers", 0);
-  const auto segments = args->int_value("segments", 1);
-  const std::string block = *args->value("block");
+  const std::int64_t layers = args->gpt_layers, segments = args->segments;
+  const std::string& block = *args->block;
   const auto block_maps = gpt_compatible_layer_maps(std::string_view(block));
   std::string problem;
-  if (!layers.ok())
-    problem = layers.error().message;
-  else if (!segments.ok())
-    problem = segments.error().message;
-  else if (*layers > kMaxGptLayers)
-    problem = "--gpt-layers " + std::to_string(*layers) + " is above the limit of " + std::to_string(kMaxGptLayers) +
+  if (layers > kMaxGptLayers)
+    problem = "--gpt-layers " + std::to_string(layers) + " is above the limit of " + std::to_string(kMaxGptLayers) +
               " (docs/cli.md, Limits)";
   else if (!block_maps.ok())
     problem = "--block '" + block + "': " + std::string(to_string(block_maps.error().kind)) + ": " +
               block_maps.error().message;
   else if (block.find(pattern::kPipe) != std::string::npos || block.find('/') != std::string::npos)
     problem = "--block must not contain '|' or '/'; use --segments";
-  else if (*layers < 1 || *layers % block_maps->num_gpt_layers != 0)
-    problem = "--gpt-layers " + std::to_string(*layers) + " is not a positive multiple of the block's " +
+  else if (layers < 1 || layers % block_maps->num_gpt_layers != 0)
+    problem = "--gpt-layers " + std::to_string(layers) + " is not a positive multiple of the block's " +
               std::to_string(block_maps->num_gpt_layers) + " GPT layer(s)";
-  else if (*segments < 1 || (*layers / block_maps->num_gpt_layers) % *segments != 0)
-    problem = "--segments " + std::to_string(*segments) + " does not divide the " +
-              std::to_string(*layers / block_maps->num_gpt_layers) + " blocks";
-  const std::int64_t blocks_per_segment = problem.empty() ? *layers / block_maps->num_gpt_layers / *segments : 0;
+  else if (segments < 1 || (layers / block_maps->num_gpt_layers) % segments != 0)
+    problem = "--segments " + std::to_string(segments) + " does not divide the " +
+              std::to_string(layers / block_maps->num_gpt_layers) + " blocks";
+  const std::int64_t blocks_per_segment = problem.empty() ? layers / block_maps->num_gpt_layers / segments : 0;
   if (problem.empty() &&
-      blocks_per_segment * *segments * static_cast<std::int64_t>(block.size()) + *segments > kMaxPatternChars)
+      blocks_per_segment * segments * static_cast<std::int64_t>(block.size()) + segments > kMaxPatternChars)
     problem =
         "the pattern would be longer than " + std::to_string(kMaxPatternChars) + " characters (docs/cli.md, Limits)";
   if (!problem.empty()) return bad_input(ErrorKind::invalid_argument, problem);
   std::string out;
-  for (std::int64_t s = 0; s < *segments; ++s) {
+  for (std::int64_t s = 0; s < segments; ++s) {
     if (s) out += pattern::kPipe;
     for (std::int64_t b = 0; b < blocks_per_segment; ++b) out += block;
   }
@@ -137,17 +149,14 @@ int make_command(const std::vector<std::string>& argv) {
 
 int check_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kCheck, exit_code);
+  const auto args = open_command(argv, kCheckSynopsis, kCheckFlags, exit_code, {1, 1});
   if (!args) return exit_code;
-  const std::string text = args->positionals[0];
+  const std::string& text = args->positionals[0];
   const auto counts = pattern::layer_counts(text);
-  // Not given: no layer count to compare (-1); given: a real count (`--gpt-layers -3` paired "yes").
-  const auto gpt_layers = args->value("gpt-layers") ? args->int_value("gpt-layers", 0, 0, kMaxGptLayers)
-                                                    : Result<std::int64_t>(std::int64_t{-1});
-  const auto pp = args->int_value("pp", 1, 1, kMaxPipelineRanks);
   if (!counts.ok()) return report_error(counts.error(), kExitBadInput);
-  if (!gpt_layers.ok()) return report_error(gpt_layers.error(), kExitBadInput);
-  if (!pp.ok()) return report_error(pp.error(), kExitBadInput);
+  // Not given: no layer count to compare (-1); given: a real count (`--gpt-layers -3` paired "yes").
+  const std::int64_t gpt_layers = args->has("gpt-layers") ? args->gpt_layers : -1;
+  const std::int64_t pp = args->pp;
   const auto count = [&](char c) { return (*counts)[pattern::symbol_index(c)]; };
   const auto parsed = pattern::parse(text).value();
   const std::string main = parsed.main.value_or("");
@@ -163,17 +172,17 @@ int check_command(const std::vector<std::string>& argv) {
   if (!maps.ok()) {
     std::cout << "gpt pairing  NO: " << to_string(maps.error().kind) << ": " << maps.error().message << "\n";
     ok = false;
-  } else if (*gpt_layers >= 0 && maps->num_gpt_layers != *gpt_layers) {
-    std::cout << "gpt pairing  NO: the pattern pairs with " << maps->num_gpt_layers << " GPT layers, not "
-              << *gpt_layers << "\n";
+  } else if (gpt_layers >= 0 && maps->num_gpt_layers != gpt_layers) {
+    std::cout << "gpt pairing  NO: the pattern pairs with " << maps->num_gpt_layers << " GPT layers, not " << gpt_layers
+              << "\n";
     ok = false;
   } else {
     std::cout << "gpt pairing  yes: one-to-one with a " << maps->num_gpt_layers << "-layer GPT checkpoint\n";
   }
-  if (args->value("pp")) {
-    for (std::int64_t rank = 0; rank < *pp; ++rank) {
+  if (args->has("pp")) {
+    for (std::int64_t rank = 0; rank < pp; ++rank) {
       const auto stage = pattern::select_segment(
-          main, {rank, *pp, segments > *pp ? std::optional<std::int64_t>(0) : std::nullopt, {}, {}});
+          main, {rank, pp, segments > pp ? std::optional<std::int64_t>(0) : std::nullopt, {}, {}});
       if (!stage.ok()) {
         std::cout << "pp rank " << rank << "  NO: " << to_string(stage.error().kind) << ": " << stage.error().message
                   << "\n";
@@ -181,7 +190,7 @@ int check_command(const std::vector<std::string>& argv) {
         break;
       }
       std::cout << "pp rank " << rank << "  '" << stage->layers << "' from layer " << stage->offset
-                << (segments > *pp ? " (first virtual stage of " + std::to_string(segments / *pp) + ")" : "") << "\n";
+                << (segments > pp ? " (first virtual stage of " + std::to_string(segments / pp) + ")" : "") << "\n";
     }
   }
   return ok ? kExitOk : kExitCheckFailed;

@@ -227,23 +227,26 @@ std::string pin_name_problem(const std::string& name) {
   return "";
 }
 
+const char* const kPinSynopsis = "interop-harness pin TOKEN --reason \"...\"   |   interop-harness pin --replay FILE";
+
+struct PinOptions : GivenFlags {
+  std::optional<std::string> reason, replay, name, corpus;
+};
+
+const std::vector<Flag<PinOptions>> kPinFlags = {
+    {"reason", &PinOptions::reason, "one line: why this case is pinned"},
+    {"replay", &PinOptions::replay, "replay a pinned file instead (ctest does this)"},
+    {"name", &PinOptions::name, "plain file name, without .pin (default: the check's name and a number)"},
+    {"corpus", &PinOptions::corpus, "corpus folder (default: the source tree's corpus/)"}};
+
 }  // namespace
 
 int pin_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args =
-      open_command(argv,
-                   {"interop-harness pin TOKEN --reason \"...\"   |   interop-harness pin --replay FILE",
-                    {{"reason", true, "one line: why this case is pinned"},
-                     {"replay", true, "replay a pinned file instead (ctest does this)"},
-                     {"name", true, "plain file name, without .pin (default: the check's name and a number)"},
-                     {"corpus", true, "corpus folder (default: the source tree's corpus/)"}},
-                    0,
-                    1},
-                   exit_code);
+  const auto args = open_command(argv, kPinSynopsis, kPinFlags, exit_code, {0, 1});
   if (!args) return exit_code;
-  if (args->value("replay")) return replay_pinned(*args->value("replay"));
-  if (args->positionals.size() != 1 || !args->value("reason") || args->value("reason")->find('\n') != std::string::npos)
+  if (args->replay) return replay_pinned(*args->replay);
+  if (args->positionals.size() != 1 || !args->reason || args->reason->find('\n') != std::string::npos)
     return report_error(make_error(ErrorKind::invalid_argument, "pin needs a TOKEN and a one-line --reason"),
                         kExitBadInput);
   auto token = token_argument(args->positionals[0]);
@@ -253,7 +256,7 @@ int pin_command(const std::vector<std::string>& argv) {
     if (!property.ok()) return report_error(property.error(), kExitBadInput);
   }
   const std::filesystem::path dir =
-      std::filesystem::path(args->value("corpus").value_or(install::corpus_dir().string())) / "regressions";
+      std::filesystem::path(args->corpus.value_or(install::corpus_dir().string())) / "regressions";
   if (const Status ready = check_output_folder("corpus", dir.string()); !ready.ok())
     return report_error(ready.error(), kExitBadInput);
   std::error_code error;
@@ -266,14 +269,14 @@ int pin_command(const std::vector<std::string>& argv) {
       return report_error(make_error(ErrorKind::invalid_argument, "already pinned as " + entry.path().string()),
                           kExitBadInput);
   }
-  std::string name = args->value("name").value_or("");
-  if (const auto problem = args->value("name") ? pin_name_problem(name) : ""; !problem.empty())
+  std::string name = args->name.value_or("");
+  if (const auto problem = args->name ? pin_name_problem(name) : ""; !problem.empty())
     return report_error(make_error(ErrorKind::invalid_argument, "--name '" + name + "': " + problem), kExitBadInput);
   for (int i = 1; name.empty() || std::filesystem::exists(dir / (name + ".pin")); ++i)
     name = file_stem(token->check) + "_" + std::to_string(i);
   const std::filesystem::path path = dir / (name + ".pin");
   std::ofstream out(path);
-  out << format_pinned({*token, *args->value("reason")});
+  out << format_pinned({*token, *args->reason});
   out.close();
   if (!out)
     return report_error(make_error(seam_kind::harness_error, "cannot write " + path.string()), kExitHarnessError);

@@ -3,6 +3,7 @@
 // every loaded element checked against a provenance oracle (docs/roundtrip.md).
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,9 +39,14 @@ const char* const kSynopsis =
     "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
     "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
 
+/// Where the worlds run their collectives; the one name table parses --device and names it to the workers.
+enum class Device { cpu, cuda };
+constexpr std::array<Named<Device>, 2> kDeviceNames = {{{"cpu", Device::cpu}, {"cuda", Device::cuda}}};
+
 /// The command's options, filled from kRoundtripFlags (defaults here).
 struct RoundtripOptions : GivenFlags {
-  std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, device, fault, candidate;
+  std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, fault, candidate;
+  Device device = Device::cpu;
   std::int64_t save_tp = 2, save_pp = 1, load_tp = 1, load_pp = 1;  // the command-line scenario
   std::int64_t save_ranks = 2, load_ranks = 4, seed = 0, timeout_s = 300;
   bool gated = false, optimizer = false, no_cpu_patches = false, json = false, all = false, list = false;
@@ -70,7 +76,7 @@ const std::vector<Flag<O>> kRoundtripFlags = {
     {"list", &O::list, "worlds mode: list the scenarios"},
     {"save-ranks", &O::save_ranks, "worlds mode: ranks of the save world, launched with mpirun (default 2)", 1, 64},
     {"load-ranks", &O::load_ranks, "worlds mode: ranks of the load world, launched with mpirun (default 4)", 1, 64},
-    {"device", &O::device, "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
+    {"device", one_of<O>(&O::device, kDeviceNames), "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
     {"fault", &O::fault, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"},
     {"candidate", &O::candidate,
      "worlds mode: shard-split runs the shard-split scenarios, with the harness's candidate of the pending GTP "
@@ -143,8 +149,7 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   const auto bad = [](const std::string& message) { return bad_input(message); };
   std::int64_t save_ranks = args.save_ranks, load_ranks = args.load_ranks;
   const std::int64_t timeout_s = args.timeout_s;
-  const std::string device = args.device.value_or("cpu");
-  if (device != "cpu" && device != "cuda") return bad("--device must be cpu or cuda, got '" + device + "'");
+  const std::string device = name_of(kDeviceNames, args.device);
   std::vector<WorldScenario> scenarios;
   std::vector<std::string> not_run;
   if (custom) {

@@ -34,7 +34,7 @@ struct CheckAnswer {
   std::optional<ReproToken> case_token;  // a token naming exactly the failing case (properties: rc=...)
   std::optional<props::GtpCase> layout;  // the failing in_proj layout, drawn in the reports
   std::string note;                      // how the check was limited on this target (printed with any outcome)
-  Violations violations;                 // a typed check's failure, one per line of `detail`
+  Violations violations;                 // a typed check's failure, one per line of `detail`; a failed property's one
 };
 
 /// One named check. `name` is stable: tokens and known findings refer to it, never to a position.
@@ -101,12 +101,13 @@ Result<std::vector<Check>> with_unique_names(std::vector<Check> checks);
 
 /// One known finding (corpus/findings/<name>.finding): a `token:` line naming the check, target and
 /// mutant, a one-line `reason:`, and `violation: <kind> <key>` lines, the typed violations the failure
-/// must be (a typed check's); a check without typed violations (a property) is pinned by `expect:` lines,
-/// texts its failure must show.
+/// must be (a typed check's, or a property's: `<kind> spec=<spec case>` or `<kind> generated`); a check
+/// without typed violations (a simple check) is pinned by `expect:` lines, texts its failure must show.
 struct KnownFinding {
   PinnedCase pin;
   std::set<std::pair<std::string, std::string>> violations;  // (kind, key): exactly the failure's
-  std::vector<std::string> expect;  // every line of the failure's detail contains one; each is in some line
+  std::vector<std::string>
+      expect;  // simple checks: every line of the failure's detail contains one; each is in some line
   std::string file;
   /// Whether `answer` is exactly this finding; else why not.
   std::optional<std::string> mismatch(const CheckAnswer& answer) const;
@@ -117,7 +118,7 @@ struct KnownFindings {
   std::vector<KnownFinding> findings;
   /// The finding pinned for `token`'s check on `token`'s target, if any: a pin without a mutant is
   /// the unmutated target's finding and holds under any mutant that fails exactly the same way (its
-  /// expect: lines); a pin with a mutant matches only that mutant. Likewise a pin with a candidate
+  /// violation: or expect: lines); a pin with a mutant matches only that mutant. Likewise a pin with a candidate
   /// design (candidate=) matches only runs of that candidate; one without holds under any candidate.
   const KnownFinding* match(const ReproToken& token) const;
 };

@@ -47,7 +47,7 @@ check_typed_error() {  # check_typed_error NAME KIND SUBSTRING -- COMMAND... (st
     echo "ok   $name"
   fi
 }
-deep=$(mktemp); trap 'rm -f "$deep"' EXIT
+deep=$(mktemp); pins=$(mktemp -d); trap 'rm -rf "$deep" "$pins"' EXIT
 python3 -c "print('[' * 50000 + ']' * 50000)" > "$deep"
 check_typed_error retarget-50000-deep bad_json 'nested deeper than 256' -- bash -c "'$cli' retarget --pattern 'M*-' < '$deep'"
 check_typed_error layout-too-many-ranks invalid_argument '--tp 100000 is outside [1, 4096]' -- "$cli" layout gdp \
@@ -66,6 +66,20 @@ check_typed_error pattern-no-subcommand invalid_argument 'pattern needs a subcom
 check layout-pad-align-shown 0 'p = 16 (not used with G = 1)' -- "$cli" layout gdp --d-inner-local 10 --group-state-local 3 \
   --nheads-local 2 --tp 2 --gtp 1 --pad-align 16 --cols 2
 check pattern-make-help-stdout 0 'usage: interop-harness pattern make' -- bash -c "'$cli' pattern make --help 2>/dev/null"
+# A property's known finding is matched on its typed violation (kind and case), not on its text: a
+# pin of the violation a mutant's failure has is KNOWN FINDING; the same pin with another kind FAILS.
+cp -r "$(dirname "$0")/../../corpus/." "$pins/"
+pin_orders() {
+  printf '%s\n' 'token: ih1:property/load_orders_agree:mutant=load_to_state_dict_baseline:target=reference' \
+    "reason: the mutant loads in to_state_dict's baseline order" "violation: $1" >"$pins/findings/orders.reference.finding"
+}
+pin_orders 'to_state_dict_failed spec=all_padding_rank'
+check property-pin-typed 0 'KNOWN FINDING properties: load_orders_agree' -- \
+  "$cli" gate --corpus "$pins" --property-cases 5 --mutant load_to_state_dict_baseline
+pin_orders 'to_state_dict_differs spec=all_padding_rank'
+check property-pin-other-violation 1 "not the known finding: a violation the finding pinned in orders.reference.finding \
+does not expect: to_state_dict_failed spec=all_padding_rank" -- \
+  "$cli" gate --corpus "$pins" --property-cases 5 --mutant load_to_state_dict_baseline
 typed_checks=$((typed_checks + 2))
-echo "$(( 17 + typed_checks - failures )) passed, $failures failed"
+echo "$(( 19 + typed_checks - failures )) passed, $failures failed"
 [ "$failures" -eq 0 ]
