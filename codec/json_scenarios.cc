@@ -67,8 +67,8 @@ Result<std::vector<Json>> ranks_of(const Json& reply) {
 }  // namespace
 
 Json optimizer_resume_request(const OptimizerResumeCase& c) {
-  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols},
-              {"optimizer", true},              {"save", side_json(c.save)}, {"load", side_json(c.load)}};
+  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols}, {"optimizer", true},
+              {"save", side_json(c.save)},      {"load", side_json(c.load)}};
 }
 
 Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::string key) {
@@ -77,7 +77,8 @@ Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::str
   out.key = std::move(key);
   if (r.value("ok", false)) return out;
   if (r.contains("load_error") && r["load_error"].is_string()) {
-    out.refused = Refusal{"the load", std::nullopt, with_frame(r["load_error"].get<std::string>(), r, "megatron_frame")};
+    out.refused =
+        Refusal{"the load", std::nullopt, with_frame(r["load_error"].get<std::string>(), r, "megatron_frame")};
     return out;
   }
   for (const char* what : {"weight", "exp_avg"}) {
@@ -95,9 +96,9 @@ Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::str
 }
 
 Json fresh_retarget_request(const FreshRetargetCase& c) {
-  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols},
-              {"tp", c.tp},                     {"gtp", c.gtp},             {"pad_for_alignment", c.pad},
-              {"pattern", c.pattern}};
+  return Json{
+      {"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols}, {"tp", c.tp}, {"gtp", c.gtp},
+      {"pad_for_alignment", c.pad},     {"pattern", c.pattern}};
 }
 
 Result<FreshRetargetAnswer> fresh_retarget_from_json(const Json& reply) {
@@ -158,10 +159,10 @@ Result<SingleExpertAnswer> single_expert_from_json(const Json& r) {
     return out;
   }
   if (r.contains("load_error")) {
-    out.refused = Refusal{"the GPT->Hybrid load", std::nullopt,
-                          r.value("load_error", std::string()) + " (requested " +
-                              dump(r.value("requested", Json::object())) + "; saved " +
-                              dump(r.value("saved", Json::array())) + ")"};
+    out.refused =
+        Refusal{"the GPT->Hybrid load", std::nullopt,
+                r.value("load_error", std::string()) + " (requested " + dump(r.value("requested", Json::object())) +
+                    "; saved " + dump(r.value("saved", Json::array())) + ")"};
     return out;
   }
   const Json loaded = r.value("load", Json::object());

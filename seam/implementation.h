@@ -36,12 +36,12 @@ enum class Operation {
   load_state,           // a load along one of the orderings of spec 3.8
   gtp_padding,          // GTP shard rows and padding (spec 4.4)
   // Scenario operations (seam/scenarios.h): whole save/load scenarios of the gate's spec-invariant checks.
-  optimizer_resume,   // spec 4.7 invariant 6 (findings R1, R2)
-  fresh_retarget,     // spec 2.4, 4.11 (finding B)
-  load_orderings,     // spec 3.8 (finding C)
-  all_padding_load,   // spec 3.8, 4.7 with all-padding GTP ranks
+  optimizer_resume,    // spec 4.7 invariant 6 (findings R1, R2)
+  fresh_retarget,      // spec 2.4, 4.11 (finding B)
+  load_orderings,      // spec 3.8 (finding C)
+  all_padding_load,    // spec 3.8, 4.7 with all-padding GTP ranks
   single_expert_load,  // spec 2.5, addendum G (finding A)
-  model_state_dict,     // a whole model's sharded state dict of one rank (`model dump`)
+  model_state_dict,    // a whole model's sharded state dict of one rank (`model dump`)
 };
 
 /// How large a world an implementation can run for one case. Real Megatron runs one process per
@@ -149,6 +149,8 @@ class Implementation {
   /// A GPT save of expert objects, the hybrid request retargeted and loaded (spec 2.5, addendum G).
   virtual Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) {
     return unsupported(name(), "single_expert_load");
+  }
+
   /// The flat sharded state dict (model, and the optimizer's when asked) of global `rank` of a
   /// GPTModel or HybridModel configuration (models/model_state_dict.h, docs/cli.md `model dump`).
   virtual Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) {

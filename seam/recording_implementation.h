@@ -77,12 +77,17 @@ class RecordingImplementation : public Implementation {
   Result<FreshRetargetAnswer> fresh_retarget(const FreshRetargetCase& c) override {
     return seen(inner_.fresh_retarget(c));
   }
-  Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override { return seen(inner_.load_orderings(c)); }
+  Result<LoadOrderingsAnswer> load_orderings(const AllPaddingCase& c) override {
+    return seen(inner_.load_orderings(c));
+  }
   Result<AllPaddingLoadAnswer> all_padding_load(const AllPaddingCase& c) override {
     return seen(inner_.all_padding_load(c));
   }
   Result<SingleExpertAnswer> single_expert_load(const SingleExpertCase& c) override {
     return seen(inner_.single_expert_load(c));
+  }
+  Result<std::vector<FlatEntry>> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) override {
+    return seen(inner_.model_state_dict(spec, rank));
   }
 
  private:

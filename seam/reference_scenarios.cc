@@ -16,7 +16,9 @@ namespace {
 
 constexpr const char* kInProjKey = "decoder.layers.0.mixer.in_proj.weight";
 
-std::uint64_t saved_storage(std::int64_t t, std::int64_t g) { return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g); }
+std::uint64_t saved_storage(std::int64_t t, std::int64_t g) {
+  return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g);
+}
 
 GtpFactoryParams side_params(const OptimizerResumeCase& c, const GtpSide& s, std::int64_t t, std::int64_t g,
                              std::uint64_t storage) {
@@ -90,9 +92,9 @@ Result<OptimizerResumeAnswer> ReferenceImplementation::optimizer_resume(const Op
       }
       const std::int64_t r = entry->local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
       saved_rows[t] = r;
-      IH_TRY_ASSIGN(exp_avg,
-                    TensorValue::concat_rows({TensorValue::of_storage(saved_storage(t, g), {r, c.cols}).row_view(0, real),
-                                              TensorValue::zeros({r - real, c.cols})}));
+      IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows(
+                                 {TensorValue::of_storage(saved_storage(t, g), {r, c.cols}).row_view(0, real),
+                                  TensorValue::zeros({r - real, c.cols})}));
       ShardedTensor state = *entry;
       state.key = "optimizer.state.exp_avg." + entry->key;
       state.data = exp_avg, state.dtype = exp_avg.dtype;
@@ -162,7 +164,8 @@ Result<FreshRetargetAnswer> ReferenceImplementation::fresh_retarget(const FreshR
       IH_TRY_ASSIGN(tree, hybrid_sharded_state_dict(config, c.pattern, rank, OptimizerStates{{"exp_avg"}}));
       const std::vector<FlatEntry> before = flatten(tree);
       IH_TRY_ASSIGN(after, retarget(c.pattern, before));
-      if (after.size() != before.size()) return make_error(seam_kind::harness_error, "retarget changed the entry count");
+      if (after.size() != before.size())
+        return make_error(seam_kind::harness_error, "retarget changed the entry count");
       std::map<std::string, Shape> param_shape;
       for (const FlatEntry& e : before)
         if (const auto* st = std::get_if<ShardedTensor>(&e.entry); st && e.path.starts_with("optimizer.state."))
@@ -204,7 +207,8 @@ Result<LoadOrderingsAnswer> ReferenceImplementation::load_orderings(const AllPad
         {std::string("local"), StateNode(LocalNonpersistent{Payload(ObjectRef{500 + static_cast<std::uint64_t>(g)})})},
         {std::string("iteration"), StateNode(PlainValue{"7"})}});
   };
-  if (c.rows % 6 != 0) return make_error(ErrorKind::invalid_argument, "load_orderings: rows must split into 6 sections");
+  if (c.rows % 6 != 0)
+    return make_error(ErrorKind::invalid_argument, "load_orderings: rows must split into 6 sections");
   std::vector<StateNode> trees;
   for (std::int64_t g = 0; g < c.gtp; ++g) {
     IH_TRY_ASSIGN(t, tree(g, 0x7000 + static_cast<std::uint64_t>(g)));

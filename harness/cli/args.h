@@ -154,8 +154,7 @@ std::optional<O> open_command(const std::vector<std::string>& argv, const std::s
                               const std::vector<Flag<O>>& table, int& exit_code, Positionals positionals = {}) {
   static_assert(std::is_base_of_v<GivenFlags, O>);
   CommandSpec spec{synopsis, {}, positionals.min, positionals.max};
-  for (const Flag<O>& f : table)
-    spec.flags.push_back({f.name, !std::holds_alternative<bool O::*>(f.field), f.help});
+  for (const Flag<O>& f : table) spec.flags.push_back({f.name, !std::holds_alternative<bool O::*>(f.field), f.help});
   const auto args = open_command(argv, spec, exit_code);
   if (!args) return std::nullopt;
   O options;
@@ -170,16 +169,17 @@ std::optional<O> open_command(const std::vector<std::string>& argv, const std::s
       continue;
     }
     options.given.insert(f.name);
-    if (const auto* on = std::get_if<bool O::*>(&f.field)) options.**on = true;
-    if (const auto* text = std::get_if<std::optional<std::string> O::*>(&f.field)) options.**text = args->value(f.name);
-    if (const auto* text = std::get_if<std::string O::*>(&f.field)) options.**text = *args->value(f.name);
+    if (const auto* on = std::get_if<bool O::*>(&f.field)) options.** on = true;
+    if (const auto* text = std::get_if<std::optional<std::string> O::*>(&f.field))
+      options.** text = args->value(f.name);
+    if (const auto* text = std::get_if<std::string O::*>(&f.field)) options.** text = *args->value(f.name);
     if (const auto* number = std::get_if<std::int64_t O::*>(&f.field)) {
       const auto value = args->int_value(f.name, options.**number, f.min, f.max);
       if (!value.ok()) {
         exit_code = report_error(value.error(), kExitBadInput);
         return std::nullopt;
       }
-      options.**number = *value;
+      options.** number = *value;
     }
     if (const auto* word = std::get_if<OneOf<O>>(&f.field); word && !word->set(options, *args->value(f.name)))
       return refuse("--" + f.name + " must be " + word->words + ", got '" + *args->value(f.name) + "'");

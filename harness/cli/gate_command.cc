@@ -408,8 +408,9 @@ int mutants_command(const std::vector<std::string>& argv) {
              << (is_killed ? "killed by " + std::to_string(killed_by.size()) +
                                  " check(s); REPRO: interop-harness repro " + token
                            : std::string("SURVIVED"))
-             << (without_verdict ? "; " + std::to_string(without_verdict) + " check(s) gave no verdict (harness error or timeout)"
-                                 : std::string())
+             << (without_verdict
+                     ? "; " + std::to_string(without_verdict) + " check(s) gave no verdict (harness error or timeout)"
+                     : std::string())
              << "\n";
     no_verdict = no_verdict || without_verdict > 0;
     report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});

@@ -1,6 +1,7 @@
 // `interop-harness model dump ...`: one rank's sharded state dict of a whole GPTModel or
 // HybridModel, from the reference (its synthetic state dict) or from the real model built by
 // Megatron on CPU (--target megatron), in the flat entry JSON of docs/state-dict-json.md.
+#include <array>
 #include <iostream>
 
 #include "codec/json_codec.h"
@@ -16,29 +17,43 @@ constexpr std::int64_t kMaxParallel = 64;
 constexpr std::int64_t kMaxLayers = 256;
 constexpr std::int64_t kMaxExperts = 1024;
 
-const CommandSpec kModel = {
+const char* const kSynopsis =
     "interop-harness model dump --model gpt|hybrid [--pattern P] [--layers N] [--tp T] [--pp P] [--ep E] "
     "[--etp T] [--gtp G] [--experts E] [--gated] [--tied] [--norm rms|layer] [--optimizer] --rank R [--json] "
-    "[--target reference|megatron] [--megatron-path DIR]",
-    {{"model", true, "gpt or hybrid"},
-     {"pattern", true, "hybrid layer pattern (default M*-M*-)"},
-     {"layers", true, "GPT transformer layers (default 2)"},
-     {"tp", true, "tensor-parallel size (default 1)"},
-     {"pp", true, "pipeline-parallel size (default 1)"},
-     {"ep", true, "expert-parallel size (default 1)"},
-     {"etp", true, "expert-tensor-parallel size (default 1)"},
-     {"gtp", true, "generalized-tensor-parallel size over the mixers' in_proj (default 1)"},
-     {"experts", true, "MoE experts (default 0: dense MLP; a GPT with experts has MoE layers)"},
-     {"gated", false, "SwiGLU (gated) MLPs"},
-     {"tied", false, "output layer tied to the word embeddings"},
-     {"norm", true, "rms (default) or layer"},
-     {"optimizer", false, "also the distributed optimizer's state entries"},
-     {"rank", true, "global rank whose state dict is printed"},
-     {"json", false, "print the flat entry JSON (docs/state-dict-json.md)"},
-     {"target", true, "reference (default) or megatron"},
-     {"megatron-path", true, "a Megatron-LM checkout (megatron only)"}},
-    1,
-    1};
+    "[--target reference|megatron] [--megatron-path DIR]";
+
+constexpr std::array<Named<ModelKind>, 2> kModelNames = {{{"gpt", ModelKind::gpt}, {"hybrid", ModelKind::hybrid}}};
+enum class Norm { rms, layer };
+constexpr std::array<Named<Norm>, 2> kNormNames = {{{"rms", Norm::rms}, {"layer", Norm::layer}}};
+
+/// The command's options, filled from kModelFlags (defaults here and in ModelDumpSpec).
+struct ModelOptions : GivenFlags {
+  ModelKind model = ModelKind::gpt;
+  Norm norm = Norm::rms;
+  std::optional<std::string> pattern, target, megatron_path;
+  std::int64_t layers = ModelDumpSpec{}.layers, tp = 1, pp = 1, ep = 1, etp = 1, gtp = 1, experts = 0, rank = 0;
+  bool gated = false, tied = false, optimizer = false, json = false;
+};
+
+using O = ModelOptions;
+const std::vector<Flag<O>> kModelFlags = {
+    {"model", one_of<O>(&O::model, kModelNames), "gpt or hybrid", 0, 0, true},
+    {"pattern", &O::pattern, "hybrid layer pattern (default M*-M*-)"},
+    {"layers", &O::layers, "GPT transformer layers (default 2)", 1, kMaxLayers},
+    {"tp", &O::tp, "tensor-parallel size (default 1)", 1, kMaxParallel},
+    {"pp", &O::pp, "pipeline-parallel size (default 1)", 1, kMaxParallel},
+    {"ep", &O::ep, "expert-parallel size (default 1)", 1, kMaxParallel},
+    {"etp", &O::etp, "expert-tensor-parallel size (default 1)", 1, kMaxParallel},
+    {"gtp", &O::gtp, "generalized-tensor-parallel size over the mixers' in_proj (default 1)", 1, kMaxParallel},
+    {"experts", &O::experts, "MoE experts (default 0: dense MLP; a GPT with experts has MoE layers)", 0, kMaxExperts},
+    {"gated", &O::gated, "SwiGLU (gated) MLPs"},
+    {"tied", &O::tied, "output layer tied to the word embeddings"},
+    {"norm", one_of<O>(&O::norm, kNormNames), "rms (default) or layer"},
+    {"optimizer", &O::optimizer, "also the distributed optimizer's state entries"},
+    {"rank", &O::rank, "global rank whose state dict is printed", 0, kMaxParallel* kMaxParallel* kMaxParallel, true},
+    {"json", &O::json, "print the flat entry JSON (docs/state-dict-json.md)"},
+    {"target", &O::target, "reference (default) or megatron"},
+    {"megatron-path", &O::megatron_path, "a Megatron-LM checkout (megatron only)"}};
 
 int bad_input(const std::string& message) {
   return report_error(make_error(ErrorKind::invalid_argument, message), kExitBadInput);
@@ -59,56 +74,35 @@ void print_text(const json::Json& entries) {
 
 int model_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
-  const auto args = open_command(argv, kModel, exit_code);
+  const auto args = open_command<O>(argv, kSynopsis, kModelFlags, exit_code, Positionals{1, 1});
   if (!args) return exit_code;
   if (args->positionals[0] != "dump") return bad_input("model takes dump, got '" + args->positionals[0] + "'");
   ModelDumpSpec spec;
-  const std::string model = args->value("model").value_or("");
-  if (model != "gpt" && model != "hybrid") return bad_input("--model must be gpt or hybrid (see --help)");
-  spec.model = model == "gpt" ? ModelKind::gpt : ModelKind::hybrid;
-  if (auto pattern = args->value("pattern")) {
+  spec.model = args->model;
+  if (args->pattern) {
     if (spec.model == ModelKind::gpt) return bad_input("--pattern is for --model hybrid");
-    spec.pattern = *pattern;
+    spec.pattern = *args->pattern;
   }
-  if (spec.model == ModelKind::hybrid && args->value("layers"))
+  if (spec.model == ModelKind::hybrid && args->has("layers"))
     return bad_input("--layers is for --model gpt (a hybrid model's layers are its --pattern)");
-  if (!args->value("rank")) return bad_input("--rank is required (see --help)");
-  struct IntFlag {
-    const char* name;
-    std::int64_t* field;
-    std::int64_t min, max;
-  };
-  std::int64_t rank = 0;
-  const IntFlag ints[] = {{"layers", &spec.layers, 1, kMaxLayers},
-                          {"tp", &spec.sizes.tp, 1, kMaxParallel},
-                          {"pp", &spec.sizes.pp, 1, kMaxParallel},
-                          {"ep", &spec.sizes.ep, 1, kMaxParallel},
-                          {"etp", &spec.sizes.etp, 1, kMaxParallel},
-                          {"gtp", &spec.sizes.gtp, 1, kMaxParallel},
-                          {"experts", &spec.config.num_experts, 0, kMaxExperts},
-                          {"rank", &rank, 0, kMaxParallel * kMaxParallel * kMaxParallel}};
-  for (const IntFlag& flag : ints) {
-    const auto value = args->int_value(flag.name, *flag.field, flag.min, flag.max);
-    if (!value.ok()) return bad_input(value.error().message + " (docs/cli.md, Limits)");
-    *flag.field = *value;
-  }
-  const std::string norm = args->value("norm").value_or("rms");
-  if (norm != "rms" && norm != "layer") return bad_input("--norm must be rms or layer, got '" + norm + "'");
-  spec.config.layer_norm = norm == "layer";
-  spec.config.gated_mlp = args->has("gated");
-  spec.config.tied_embeddings = args->has("tied");
-  spec.optimizer = args->has("optimizer");
-  if (const Status valid = validate_model_dump(spec, rank); !valid.ok())
+  spec.layers = args->layers;
+  spec.sizes.tp = args->tp, spec.sizes.pp = args->pp, spec.sizes.ep = args->ep, spec.sizes.etp = args->etp,
+  spec.sizes.gtp = args->gtp;
+  spec.config.num_experts = args->experts;
+  spec.config.layer_norm = args->norm == Norm::layer;
+  spec.config.gated_mlp = args->gated;
+  spec.config.tied_embeddings = args->tied;
+  spec.optimizer = args->optimizer;
+  if (const Status valid = validate_model_dump(spec, args->rank); !valid.ok())
     return report_error(valid.error(), kExitBadInput);
-  auto target_spec = validated(TargetSpec{args->value("target").value_or("reference"), std::nullopt,
-                                          args->value("megatron-path"), std::nullopt, std::nullopt});
+  auto target_spec = validated_target(args->target, std::nullopt, args->megatron_path, std::nullopt, std::nullopt);
   if (!target_spec.ok()) return report_error(target_spec.error(), kExitBadInput);
   auto target = make_target(*target_spec);
   if (!target.ok()) return report_error(target.error());
-  auto entries = (*target)->model_state_dict(spec, rank);
+  auto entries = (*target)->model_state_dict(spec, args->rank);
   if (!entries.ok()) return report_error(entries.error());
   const json::Json out = json::dump_entries_to_json(*entries);
-  if (args->has("json"))
+  if (args->json)
     std::cout << json::dump(out) << "\n";
   else
     print_text(out);

@@ -34,7 +34,8 @@ struct PropertiesOptions : GivenFlags {
 using P = PropertiesOptions;
 const std::vector<Flag<P>> kPropertiesFlags = {
     {"list", &P::list, "list every property with its one-line description"},
-    {"seed", &P::seed, "RapidCheck seed (default 0: fixed, so runs repeat)", 0, std::numeric_limits<std::int64_t>::max()},
+    {"seed", &P::seed, "RapidCheck seed (default 0: fixed, so runs repeat)", 0,
+     std::numeric_limits<std::int64_t>::max()},
     {"cases", &P::cases, "cases per property, 1.." + std::to_string(kMaxCases) + " (default 100)", 1, kMaxCases},
     {"max-size", &P::max_size, "RapidCheck's maximum size, 0.." + std::to_string(kMaxSize) + " (default 100)", 0,
      kMaxSize},

@@ -69,8 +69,7 @@ int retarget_command(const std::vector<std::string>& argv) {
   auto retargeted = reference.retarget(*args->pattern, *entries);
   if (!retargeted.ok()) return fail(retargeted.error());
   const json::Json out = json::entries_to_json(*retargeted);
-  std::cout << (args->pretty ? out.dump(2, ' ', false, json::Json::error_handler_t::replace) : json::dump(out))
-            << "\n";
+  std::cout << (args->pretty ? out.dump(2, ' ', false, json::Json::error_handler_t::replace) : json::dump(out)) << "\n";
   return kExitOk;
 }
 

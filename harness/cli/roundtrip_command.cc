@@ -402,9 +402,9 @@ int roundtrip_command(const std::vector<std::string>& argv) {
   const auto target = parse_target_kind(options->target.value_or(""));
   if (!target.ok() || *target != TargetKind::megatron)
     return bad_input("roundtrip needs --target megatron (the reference model has no storage to round-trip through)");
-  auto custom = custom_world_scenario(options->pattern.value_or("M*-M*-"),
-                                      {.tp = options->save_tp, .pp = options->save_pp},
-                                      {.tp = options->load_tp, .pp = options->load_pp}, options->gated, options->optimizer);
+  auto custom =
+      custom_world_scenario(options->pattern.value_or("M*-M*-"), {.tp = options->save_tp, .pp = options->save_pp},
+                            {.tp = options->load_tp, .pp = options->load_pp}, options->gated, options->optimizer);
   if (!custom.ok()) return report_error(custom.error(), kExitBadInput);
   return worlds_command(*options, *custom);
 }

@@ -63,7 +63,8 @@ Result<Violations> resume_check(Implementation& target, const std::vector<Optimi
                      where + std::to_string(m.count) + " loaded " + m.tensor +
                          " rows are not the saved ones (first: " + m.first + ")"});
     if (!answer.pad_rows_in_checkpoint.empty())
-      out.push_back({"pad_rows_saved", answer.key, where + "pad rows in the checkpoint: " + answer.pad_rows_in_checkpoint});
+      out.push_back(
+          {"pad_rows_saved", answer.key, where + "pad rows in the checkpoint: " + answer.pad_rows_in_checkpoint});
     if (!answer.unexplained.empty()) out.push_back({"round_trip_broken", answer.key, where + answer.unexplained});
   }
   return out;
@@ -75,9 +76,8 @@ Result<Violations> resume_check(Implementation& target, const std::vector<Optimi
 /// be a local object that fits the (R, C) parameter.
 Result<Violations> fresh_check(Implementation& target) {
   Violations out;
-  for (const FreshRetargetCase& c :
-       {FreshRetargetCase{"gdp", {{10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2}, kGdpNames}},
-        FreshRetargetCase{"mamba", {{4, 4, 2, 2, 1}, {"z", "x", "B", "C", "dt"}}}}) {
+  for (const FreshRetargetCase& c : {FreshRetargetCase{"gdp", {{10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2}, kGdpNames}},
+                                     FreshRetargetCase{"mamba", {{4, 4, 2, 2, 1}, {"z", "x", "B", "C", "dt"}}}}) {
     IH_TRY_ASSIGN(answer, target.fresh_retarget(c));
     for (const FreshRetargetRank& r : answer.ranks) {
       const std::string where = c.mixer + " '" + c.pattern + "' tp " + std::to_string(c.tp) + " gtp " +
@@ -117,8 +117,8 @@ Result<Violations> orders_check(Implementation& target) {
     if (!a.refused && !b.refused && (a.rows != b.rows || a.keys != b.keys))
       out.push_back({"orders_disagree", "in_proj",
                      where + "the orderings disagree: serialization.load rows " + json::rows_text(a.rows) + " keys " +
-                         json::dump(json::Json(a.keys)) + ", to_state_dict rows " + json::rows_text(b.rows) +
-                         " keys " + json::dump(json::Json(b.keys))});
+                         json::dump(json::Json(a.keys)) + ", to_state_dict rows " + json::rows_text(b.rows) + " keys " +
+                         json::dump(json::Json(b.keys))});
   }
   return out;
 }
@@ -156,7 +156,7 @@ Result<Violations> experts_check(Implementation& target) {
         const auto found = loaded.find(key);
         const std::optional<std::array<std::int64_t, 2>> want = std::array<std::int64_t, 2>{gpt, e};
         if (found != loaded.end() && found->second->loaded == want) continue;
-        const std::string got = found == loaded.end()  ? "nothing"
+        const std::string got = found == loaded.end()   ? "nothing"
                                 : found->second->loaded ? "GPT layer " + std::to_string((*found->second->loaded)[0]) +
                                                               "'s expert " + std::to_string((*found->second->loaded)[1])
                                                         : "another object";
@@ -260,19 +260,19 @@ Result<std::string> check_pieces(Implementation& target) {
 /// Every rank: merging the pieces' data back gives the reference's (R, C) shard: the rank's real
 /// rows of the gathered tensor, then zero pad rows.
 Result<std::string> check_merge(Implementation& target) {
-  return against_reference(
-      " merge",
-      [&](Implementation& reference,
-          GtpFactoryParams p) -> Result<std::pair<Result<TensorValue>, Result<TensorValue>>> {
-        IH_TRY_ASSIGN(built, reference.gtp_pieces(GtpSaveDesign::gather, p));
-        StateList loaded;
-        visit_leaves(built, [&](const std::string&, const Leaf& leaf) {
-          if (const auto* st = std::get_if<ShardedTensor>(&leaf); st && st->data) loaded.emplace_back(*st->data);
-        });
-        p.shard.reset();  // load preprocessing strips the factory's data
-        return std::make_pair(reference.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded)),
-                              target.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded)));
-      });
+  return against_reference(" merge",
+                           [&](Implementation& reference,
+                               GtpFactoryParams p) -> Result<std::pair<Result<TensorValue>, Result<TensorValue>>> {
+                             IH_TRY_ASSIGN(built, reference.gtp_pieces(GtpSaveDesign::gather, p));
+                             StateList loaded;
+                             visit_leaves(built, [&](const std::string&, const Leaf& leaf) {
+                               if (const auto* st = std::get_if<ShardedTensor>(&leaf); st && st->data)
+                                 loaded.emplace_back(*st->data);
+                             });
+                             p.shard.reset();  // load preprocessing strips the factory's data
+                             return std::make_pair(reference.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded)),
+                                                   target.gtp_merge(GtpSaveDesign::gather, p, StateNode(loaded)));
+                           });
 }
 
 /// Every rank: the GTP parameter's own entry (composite offset t*G + g, padded global shape,

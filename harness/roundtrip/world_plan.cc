@@ -127,7 +127,7 @@ Error cannot_lay_out(const std::string& name, std::int64_t a, std::int64_t b, co
 bool power_of_two_upto8(std::int64_t n) { return n == 1 || n == 2 || n == 4 || n == 8; }
 
 constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {{ScenarioKind::gpt_hybrid, "gpt_hybrid"},
-                                                                          {ScenarioKind::gdp_gtp, "gdp_gtp"}};
+                                                                            {ScenarioKind::gdp_gtp, "gdp_gtp"}};
 
 }  // namespace
 
@@ -206,8 +206,9 @@ std::vector<std::string> shard_split_world_scenario_names() {
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& name : shard_split_world_scenario_names())
-    out.emplace_back(name, "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the "
-                           "gather design runs (--candidate shard-split runs the harness's candidate of it)");
+    out.emplace_back(name,
+                     "the shard-split save design (spec 4.7) is not in the Megatron-LM snapshot: only the "
+                     "gather design runs (--candidate shard-split runs the harness's candidate of it)");
   return out;
 }
 
@@ -270,8 +271,9 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     const bool from_gather = name == "gdp_in_proj_gather_to_shard_split";
     const bool to_gather = name == "gdp_in_proj_shard_split_to_gather";
     s.description = from_gather ? "GDP in_proj saved with the gather design (p=16), loaded with the shard split (p=32)"
-                    : to_gather ? "GDP in_proj saved with the shard split, loaded with the gather design (TP x GTP change)"
-                                : "GDP in_proj saved and loaded with the shard split across a GTP x TP change";
+                    : to_gather
+                        ? "GDP in_proj saved with the shard split, loaded with the gather design (TP x GTP change)"
+                        : "GDP in_proj saved and loaded with the shard split across a GTP x TP change";
     const auto world = [&](std::int64_t n, std::int64_t p, GtpSaveDesign design) -> Result<GtpWorld> {
       if (n == 1) return GtpWorld{1, 1, p, design};
       if (n == 2) return GtpWorld{1, 2, p, design};
@@ -309,8 +311,8 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
   return s;
 }
 
-Result<WorldScenario> custom_world_scenario(const std::string& pattern, const WorldLayout& save, const WorldLayout& load,
-                                            bool gated, bool optimizer) {
+Result<WorldScenario> custom_world_scenario(const std::string& pattern, const WorldLayout& save,
+                                            const WorldLayout& load, bool gated, bool optimizer) {
   auto maps = gpt_compatible_layer_maps(pattern);
   if (!maps.ok()) return maps.error().with_context("pattern '" + pattern + "'");
   for (const WorldLayout* w : {&save, &load})
@@ -318,7 +320,8 @@ Result<WorldScenario> custom_world_scenario(const std::string& pattern, const Wo
       return make_error(ErrorKind::invalid_argument, "TP and PP sizes must be at least 1 (no EP or DP here)");
   if (maps->num_gpt_layers % save.pp != 0)
     return make_error(ErrorKind::invalid_argument, "the GPT model has " + std::to_string(maps->num_gpt_layers) +
-                                                       " layers, not divisible by --save-pp " + std::to_string(save.pp));
+                                                       " layers, not divisible by --save-pp " +
+                                                       std::to_string(save.pp));
   WorldScenario s;
   s.name = kCustomScenarioName;
   s.config = small_world_config();
@@ -460,10 +463,11 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   IH_TRY_ASSIGN(load_layout, layout_json(s.gtp_load));
   for (std::size_t r = 0; r < save_ranks.size(); ++r) {
     IH_TRY_ASSIGN(fill, seg_list(save_ranks[r].shard));
-    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"), Json{{"kind", to_string(ScenarioKind::gdp_gtp)},
-                                                                                      {"gtp", gtp_json(s.gtp_save)},
-                                                                                      {"layout", save_layout},
-                                                                                      {"fill", Json{{path, fill}}}}));
+    IH_TRY_STATUS(
+        write_json(dir / ("save_rank_" + std::to_string(r) + ".json"), Json{{"kind", to_string(ScenarioKind::gdp_gtp)},
+                                                                            {"gtp", gtp_json(s.gtp_save)},
+                                                                            {"layout", save_layout},
+                                                                            {"fill", Json{{path, fill}}}}));
   }
   std::map<std::string, std::vector<char>> covered;
   for (const auto& [k, shape] : shapes) covered[k].assign(static_cast<std::size_t>(numel(shape)), 0);
@@ -480,8 +484,9 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
         }
     }
     stats.expected_elements += numel(g.shard_shape);
-    IH_TRY_STATUS(write_json(dir / ("load_rank_" + std::to_string(r) + ".json"),
-                             Json{{"kind", to_string(ScenarioKind::gdp_gtp)}, {"gtp", gtp_json(s.gtp_load)}, {"layout", load_layout}}));
+    IH_TRY_STATUS(write_json(
+        dir / ("load_rank_" + std::to_string(r) + ".json"),
+        Json{{"kind", to_string(ScenarioKind::gdp_gtp)}, {"gtp", gtp_json(s.gtp_load)}, {"layout", load_layout}}));
     IH_TRY_STATUS(write_json(
         dir / ("oracle_rank_" + std::to_string(r) + ".json"),
         Json{{"rank", r},

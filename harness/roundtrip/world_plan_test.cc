@@ -95,7 +95,8 @@ TEST(WorldPlan, EveryScenarioWritesItsFilesAndEverySavedElementIsRead) {
       EXPECT_GT(stats->expected_elements, 0);
       EXPECT_GT(stats->expected_writers, 0);
       EXPECT_EQ(stats->uncovered_elements, 0);
-      for (std::int64_t r = 0; r < n.save; ++r) EXPECT_TRUE(fs::exists(dir.path / ("save_rank_" + std::to_string(r) + ".json")));
+      for (std::int64_t r = 0; r < n.save; ++r)
+        EXPECT_TRUE(fs::exists(dir.path / ("save_rank_" + std::to_string(r) + ".json")));
       EXPECT_FALSE(fs::exists(dir.path / ("save_rank_" + std::to_string(n.save) + ".json")));
       for (std::int64_t r = 0; r < n.load; ++r) {
         EXPECT_TRUE(fs::exists(dir.path / ("load_rank_" + std::to_string(r) + ".json")));
@@ -155,8 +156,8 @@ TEST(WorldPlan, LoadRankHoldsItsTpSliceOfTheRightGptLayer) {
   ASSERT_TRUE(write_world_scenario(*s, dir.path).ok());
   const auto keys = catalogue_keys(dir.path);
   for (const auto& [layer, gpt_layer] : {std::pair<int, int>{1, 0}, {4, 1}}) {
-    const Json t =
-        oracle_tensor(dir.path, 1, "model.decoder.layers." + std::to_string(layer) + ".self_attention.linear_qkv.weight");
+    const Json t = oracle_tensor(dir.path, 1,
+                                 "model.decoder.layers." + std::to_string(layer) + ".self_attention.linear_qkv.weight");
     ASSERT_TRUE(t.contains("segments"));
     ASSERT_EQ(t["segments"].size(), 1u);
     const Json& seg = t["segments"][0];
@@ -222,7 +223,8 @@ std::pair<std::set<std::int64_t>, std::set<std::string>> gdp_writers_and_designs
   for (const Json& w : catalogue["writers"]) writers.insert(w[2].get<std::int64_t>());
   std::set<std::string> designs;
   for (std::int64_t r = 0; r < a; ++r)
-    designs.insert(read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"))["gtp"]["design"].get<std::string>());
+    designs.insert(
+        read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"))["gtp"]["design"].get<std::string>());
   return {writers, designs};
 }
 
@@ -275,7 +277,8 @@ TEST(WorldPlan, RefusalsNameWhatIsWrong) {
     EXPECT_EQ(r.error().kind, kind) << r.error().message;
     EXPECT_TRUE(contains(r.error().message, part)) << r.error().message;
   };
-  refused(make_world_scenario("no_such", 2, 2), ErrorKind::invalid_argument, "unknown scenario 'no_such' (known: gpt_hybrid_tp");
+  refused(make_world_scenario("no_such", 2, 2), ErrorKind::invalid_argument,
+          "unknown scenario 'no_such' (known: gpt_hybrid_tp");
   refused(make_world_scenario("gpt_hybrid_tp", 9, 2), ErrorKind::invalid_argument, "[1, 8]");
   refused(make_world_scenario("gpt_hybrid_tp", 0, 2), ErrorKind::invalid_argument, "[1, 8]");
   refused(make_world_scenario("gpt_hybrid_tp", 3, 2), seam_kind::unsupported, "1, 2, 4 or 8 ranks");
@@ -284,10 +287,12 @@ TEST(WorldPlan, RefusalsNameWhatIsWrong) {
   refused(make_world_scenario("dp_replicas", 1, 2), seam_kind::unsupported, "both worlds need DP=2");
   refused(make_world_scenario("gdp_in_proj_gtp_local", 2, 4), seam_kind::unsupported, "(A = B)");
   refused(make_world_scenario("gdp_in_proj_gtp", 8, 2), seam_kind::unsupported, "GTP worlds of 1, 2 or 4 ranks");
-  refused(custom_world_scenario("MM", {.tp = 2}, {.tp = 1}, false, false), ErrorKind::unbalanced_attention_mlp, "pattern 'MM'");
+  refused(custom_world_scenario("MM", {.tp = 2}, {.tp = 1}, false, false), ErrorKind::unbalanced_attention_mlp,
+          "pattern 'MM'");
   refused(custom_world_scenario("M*-M*-", {.tp = 1, .pp = 3}, {.tp = 1}, false, false), ErrorKind::invalid_argument,
           "2 layers, not divisible by --save-pp 3");
-  refused(custom_world_scenario("M*-M*-", {.tp = 0}, {.tp = 1}, false, false), ErrorKind::invalid_argument, "at least 1");
+  refused(custom_world_scenario("M*-M*-", {.tp = 0}, {.tp = 1}, false, false), ErrorKind::invalid_argument,
+          "at least 1");
 }
 
 TEST(WorldPlan, CommandLineScenarioIsLaidOutAsGiven) {

@@ -68,7 +68,6 @@ Result<int> free_port() {
   return port;
 }
 
-
 struct RankState {
   bool has_status = false;
   Json status;  // pid, stage, step, scenario, since

@@ -40,7 +40,7 @@ struct WorldRunOptions {
   std::string device = "cpu";         // cpu (gloo) or cuda (NCCL)
   std::optional<std::string> mutant;  // applied in the load world's Megatron
   std::optional<WorldFault> fault;
-  std::string python;                 // the venv python
+  std::string python;  // the venv python
   std::optional<std::string> megatron_path;
   std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
   std::filesystem::path work;          // plan, checkpoints, loaded files
