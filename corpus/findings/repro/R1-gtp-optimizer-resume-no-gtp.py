@@ -160,7 +160,8 @@ def trees(torch, mixer, optimizer, pgs, loading):
 
 
 def _trees(torch, mixer, optimizer, pgs, loading, GatedDeltaProductMixer):
-    model = GatedDeltaProductMixer.sharded_state_dict(mixer, prefix=PREFIX, metadata=None)  # Megatron fills in its default dp_cp group
+    # metadata None: the mixer fills in Megatron's default dp_cp group, as in training
+    model = GatedDeltaProductMixer.sharded_state_dict(mixer, prefix=PREFIX, metadata=None)
     return {"model": model, "optimizer": optimizer.sharded_state_dict(model, is_loading=loading)}
 
 
