@@ -180,10 +180,21 @@ def optimizer_keys(tree):
 
 def cause(exc):
     """The exception's message; for torch's CheckpointException (per-rank tracebacks in its text) the
-    last 'SomeError: ...' line, i.e. what the failing rank raised."""
+    last 'SomeError: ...' line, i.e. what the failing rank raised; the list of stored keys is elided."""
     text = str(exc)
     raised = [line.strip() for line in text.splitlines() if re.match(r"^\s*[A-Za-z_.]+(Error|Exception): ", line)]
-    return " ".join((raised[-1] if raised else text).split())[:300]
+    message = " ".join((raised[-1] if raised else text).split())
+    return re.sub(r"(not in state dict): \[.*\]", r"\1: [...]", message)[:300]
+
+
+def raised_at(exc, frames):
+    """file:line function of the deepest Megatron frame (read from the text of a CheckpointException,
+    which carries the failing rank's traceback), else of the deepest frame."""
+    inner = re.findall(r'File "([^"]*/megatron/core/[^"]*)", line (\d+), in (\w+)', str(exc))
+    if inner:
+        path, line, function = inner[-1]
+        return f"{path.split('/megatron/core/')[1]}:{line} {function}"
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} {frames[-1].name}"
 
 
 def rank_main(rank, megatron_path, directory, control, results):
@@ -235,13 +246,13 @@ def rank_main(rank, megatron_path, directory, control, results):
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
-            traceback.print_exc()
-            where = traceback.extract_tb(exc.__traceback__)[-1]
+            frames = traceback.extract_tb(exc.__traceback__)
             record = locals().get("record", {})
-            record["result"] = (f"{step} raises {type(exc).__name__}: {cause(exc)} "
-                                f"({os.path.basename(where.filename)}:{where.lineno} {where.name})")
+            record["result"] = f"{step} raises {type(exc).__name__}: {cause(exc)} ({raised_at(exc, frames)})"
             record["ok"] = False
-            record["megatron"] = any("/megatron/core/" in f.filename for f in traceback.extract_tb(exc.__traceback__))
+            record["megatron"] = any("/megatron/core/" in f.filename for f in frames)
+            if not record["megatron"]:
+                traceback.print_exc()
         outcome[name] = record
         dist.barrier()
     results.put((rank, outcome))

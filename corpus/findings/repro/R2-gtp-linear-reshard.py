@@ -219,7 +219,6 @@ def rank_main(rank, megatron_path, directory, control, results):
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
-            traceback.print_exc()
             where = traceback.extract_tb(exc.__traceback__)[-1]
             outcome[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]} "
                                       f"({os.path.basename(where.filename)}:{where.lineno} {where.name})"}
