@@ -126,6 +126,16 @@ Error cannot_lay_out(const std::string& name, std::int64_t a, std::int64_t b, co
 
 bool power_of_two_upto8(std::int64_t n) { return n == 1 || n == 2 || n == 4 || n == 8; }
 
+/// The GDP in_proj's GTP world of n ranks at pad alignment p: 1 or 2 ranks are all GTP; 4 ranks are
+/// TP 2 x GTP 2, or GTP 4 when `all_gtp` (the repadding scenarios: three all-padding ranks).
+Result<GtpWorld> gdp_gtp_world(const std::string& name, std::int64_t a, std::int64_t b, std::int64_t n, std::int64_t p,
+                               bool all_gtp, GtpSaveDesign design) {
+  if (n == 1) return GtpWorld{1, 1, p, design};
+  if (n == 2) return GtpWorld{1, 2, p, design};
+  if (n == 4) return all_gtp ? GtpWorld{1, 4, p, design} : GtpWorld{2, 2, p, design};
+  return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
+}
+
 constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {{ScenarioKind::gpt_hybrid, "gpt_hybrid"},
                                                                             {ScenarioKind::gdp_gtp, "gdp_gtp"}};
 
@@ -252,14 +262,8 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     const bool repad = name == "gdp_in_proj_gtp_repad";
     s.description = repad ? "GDP in_proj (gather design) saved at p=16, loaded at p=32 across a GTP change (G up to 4)"
                           : "GDP in_proj (gather design) across a GTP x TP change, rows < p x G, all-padding GTP ranks";
-    const auto world = [&](std::int64_t n, std::int64_t p) -> Result<GtpWorld> {
-      if (n == 1) return GtpWorld{1, 1, p};
-      if (n == 2) return GtpWorld{1, 2, p};
-      if (n == 4) return repad ? GtpWorld{1, 4, p} : GtpWorld{2, 2, p};
-      return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
-    };
-    IH_TRY_ASSIGN(sw, world(a, 16));
-    IH_TRY_ASSIGN(lw, world(b, repad ? 32 : 16));
+    IH_TRY_ASSIGN(sw, gdp_gtp_world(name, a, b, a, 16, repad, GtpSaveDesign::gather));
+    IH_TRY_ASSIGN(lw, gdp_gtp_world(name, a, b, b, repad ? 32 : 16, repad, GtpSaveDesign::gather));
     s.gtp_save = sw, s.gtp_load = lw;
     s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;  // world sizes (rank = t * G + g)
   } else if (name == "gdp_in_proj_shard_split" || name == "gdp_in_proj_gather_to_shard_split" ||
@@ -274,14 +278,9 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
                     : to_gather
                         ? "GDP in_proj saved with the shard split, loaded with the gather design (TP x GTP change)"
                         : "GDP in_proj saved and loaded with the shard split across a GTP x TP change";
-    const auto world = [&](std::int64_t n, std::int64_t p, GtpSaveDesign design) -> Result<GtpWorld> {
-      if (n == 1) return GtpWorld{1, 1, p, design};
-      if (n == 2) return GtpWorld{1, 2, p, design};
-      if (n == 4) return from_gather ? GtpWorld{1, 4, p, design} : GtpWorld{2, 2, p, design};
-      return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
-    };
-    IH_TRY_ASSIGN(sw, world(a, 16, from_gather ? GtpSaveDesign::gather : GtpSaveDesign::shard_split));
-    IH_TRY_ASSIGN(lw, world(b, from_gather ? 32 : 16, to_gather ? GtpSaveDesign::gather : GtpSaveDesign::shard_split));
+    const auto design = [](bool gather) { return gather ? GtpSaveDesign::gather : GtpSaveDesign::shard_split; };
+    IH_TRY_ASSIGN(sw, gdp_gtp_world(name, a, b, a, 16, from_gather, design(from_gather)));
+    IH_TRY_ASSIGN(lw, gdp_gtp_world(name, a, b, b, from_gather ? 32 : 16, from_gather, design(to_gather)));
     s.gtp_save = sw, s.gtp_load = lw;
     s.save.tp = sw.tp * sw.gtp, s.load.tp = lw.tp * lw.gtp;
   } else if (name == "gdp_in_proj_gtp_local") {
