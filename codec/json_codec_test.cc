@@ -205,6 +205,20 @@ TEST(JsonRoundTrip, FactoryCarriesItsBuildAndRecipe) {
   EXPECT_EQ(decoded.merge(StateNode()).error().kind, seam_kind::unsupported);
 }
 
+TEST(JsonRoundTrip, DecodedFactoryBuiltUnderANewKeyRenamesItsPieces) {
+  // Retargeting renames a factory; a decoded one (a real model's, built elsewhere) must then build its
+  // pieces under the new key, as Megatron's build functions derive piece keys from the key they get.
+  const ShardedTensorFactory f{"fc1", std::nullopt, {}, std::make_shared<RecipeBuilder>(), {}};
+  auto decoded = std::get<ShardedTensorFactory>(through_text(f).value());
+  decoded.key = "decoder.layers.fc1";
+  const auto built = decoded.build();
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  const auto pieces = flatten(*built);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(std::get<ShardedTensor>(pieces[0].entry).key, "decoder.layers.fc1.0");
+  EXPECT_EQ(std::get<ShardedTensor>(pieces[1].entry).key, "decoder.layers.fc1.1");
+}
+
 TEST(JsonRoundTrip, FactoryWhoseBuildFailsReportsTheError) {
   const ShardedTensorFactory f{"broken", std::nullopt, {}, std::make_shared<RecipeBuilder>(), {}};
   const Json j = leaf_to_json(f);

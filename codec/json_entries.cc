@@ -138,19 +138,31 @@ Json plain_to_json(const PlainValue& plain) {
   return parsed.ok() ? *parsed : Json(plain.repr);
 }
 
-/// A factory as already built elsewhere (the adapter's reply): build returns the decoded entries.
+/// A factory as already built elsewhere (the adapter's reply): build returns the decoded entries. Built
+/// under another key (retargeting renames a factory), their keys follow it as Megatron's build functions
+/// derive them from the key they are given: the decoded factory key's prefix is replaced by the new one.
 class BuiltFactory : public FactoryBuilder {
  public:
-  explicit BuiltFactory(StateNode built) : built_(std::move(built)) {}
+  BuiltFactory(std::string key, StateNode built) : key_(std::move(key)), built_(std::move(built)) {}
   std::string name() const override { return "built"; }
-  Result<StateNode> build(const std::string&, const std::optional<TensorValue>&, const ReplicaId&) const override {
-    return built_;
+  Result<StateNode> build(const std::string& key, const std::optional<TensorValue>&, const ReplicaId&) const override {
+    StateNode built = built_;
+    if (key == key_) return built;
+    const auto rebase = [&](std::string& k) {
+      if (k.rfind(key_, 0) == 0) k = key + k.substr(key_.size());
+    };
+    for (StateNode& piece : built.list()) {  // factory_from_json decodes the pieces as a list of leaves
+      if (auto* t = piece.leaf_if<ShardedTensor>()) rebase(t->key);
+      if (auto* o = piece.leaf_if<ShardedObject>()) rebase(o->key);
+    }
+    return built;
   }
   Result<TensorValue> merge(const StateNode&) const override {
     return make_error(seam_kind::unsupported, "a factory decoded from JSON has no merge");
   }
 
  private:
+  std::string key_;
   StateNode built_;
 };
 
@@ -182,8 +194,8 @@ Result<Leaf> factory_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(entries, entries_from_json(object.at("built")));
   StateList built;
   for (FlatEntry& e : entries) built.push_back(StateNode(std::move(e.entry)));
-  return Leaf(ShardedTensorFactory{
-      std::move(key), std::nullopt, ReplicaId{}, std::make_shared<BuiltFactory>(StateNode(std::move(built))), {}});
+  auto builder = std::make_shared<BuiltFactory>(key, StateNode(std::move(built)));
+  return Leaf(ShardedTensorFactory{std::move(key), std::nullopt, ReplicaId{}, std::move(builder), {}});
 }
 
 Json shape_or_null(const std::optional<Shape>& shape) { return shape ? Json(*shape) : Json(nullptr); }

@@ -15,8 +15,10 @@ Json model_dump_spec_to_json(const ModelDumpSpec& spec, std::int64_t rank) {
            {"ep", s.ep},
            {"etp", s.etp},
            {"gtp", s.gtp},
+           {"pad_alignment", c.pad_alignment},
            {"dp", data_parallel_size(s)},
            {"optimizer", spec.optimizer},
+           {"optimizer_kind", to_string(spec.optimizer_kind)},
            {"hidden", c.hidden},
            {"num_attention_heads", c.num_attention_heads},
            {"num_query_groups", c.num_query_groups},
@@ -32,7 +34,9 @@ Json model_dump_spec_to_json(const ModelDumpSpec& spec, std::int64_t rank) {
            {"mamba_heads", c.mamba_heads},
            {"mamba_head_dim", c.mamba_head_dim},
            {"mamba_groups", c.mamba_groups},
-           {"mamba_state", c.mamba_state}};
+           {"mamba_state", c.mamba_state},
+           {"mixer", c.ssm_mixer},
+           {"gdp_householder", c.gdp_householder}};
   if (spec.model == ModelKind::hybrid) out["pattern"] = spec.pattern;
   return out;
 }

@@ -1,5 +1,7 @@
 #include "codec/json_scenarios.h"
 
+#include <algorithm>
+
 namespace ih::json {
 namespace {
 
@@ -67,14 +69,24 @@ Result<std::vector<Json>> ranks_of(const Json& reply) {
 }  // namespace
 
 Json optimizer_resume_request(const OptimizerResumeCase& c) {
-  return Json{{"sections", c.in_proj.sections}, {"names", c.in_proj.names}, {"cols", c.cols}, {"optimizer", true},
-              {"save", side_json(c.save)},      {"load", side_json(c.load)}};
+  return Json{{"module", to_string(c.module)}, {"sections", c.in_proj.sections},
+              {"names", c.in_proj.names},      {"cols", c.cols},
+              {"save", side_json(c.save)},     {"load", side_json(c.load)}};
 }
 
-Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::string key) {
+Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r) {
   if (!r.is_object()) return protocol("not an object", r);
   OptimizerResumeAnswer out;
-  out.key = std::move(key);
+  for (auto [field, keys] :
+       {std::pair{"saved_keys", &out.saved_keys}, std::pair{"requested_keys", &out.requested_keys}}) {
+    if (!r.contains(field) || !r[field].is_array()) return protocol(std::string("no \"") + field + "\" list", r);
+    for (const Json& k : r[field]) {
+      if (!k.is_string()) return protocol(std::string("a key in \"") + field + "\" that is not a string", r);
+      keys->push_back(k.get<std::string>());
+    }
+    std::sort(keys->begin(), keys->end());
+  }
+  out.key = compact_keys(out.requested_keys);
   if (r.value("ok", false)) return out;
   if (r.contains("load_error") && r["load_error"].is_string()) {
     out.refused =
@@ -88,10 +100,7 @@ Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r, std::str
     while (first.is_array() && first.size() > 2) first.erase(first.size() - 1);
     out.mismatches.push_back({what, n, dump(first)});
   }
-  const Json pad = r.value("model_pad_rows_in_checkpoint", Json::array());
-  if (!pad.empty()) out.pad_rows_in_checkpoint = dump(pad);
-  if (out.mismatches.empty() && out.pad_rows_in_checkpoint.empty())
-    out.unexplained = "the round trip did not hold: " + dump(r);
+  if (out.mismatches.empty()) out.unexplained = "the round trip did not hold: " + dump(r);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // The wire form of the seam's scenario operations (seam/scenarios.h): the requests the Megatron client
-// sends and the typed answers read from the adapter's replies (docs/adapter-protocol.md: gtp_roundtrip,
+// sends and the typed answers read from the adapter's replies (docs/adapter-protocol.md: optimizer_resume,
 // gtp_fresh_retarget, load_orderings, gtp_all_padding_load, single_expert_load). A reply that lacks what
 // the protocol promises is a harness_error naming the field, never a verdict.
 #pragma once
@@ -10,7 +10,7 @@
 namespace ih::json {
 
 Json optimizer_resume_request(const OptimizerResumeCase& c);
-Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& reply, std::string key);
+Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& reply);
 
 Json fresh_retarget_request(const FreshRetargetCase& c);
 Result<FreshRetargetAnswer> fresh_retarget_from_json(const Json& reply);

@@ -38,25 +38,38 @@ TEST(JsonScenarios, BrokenRepliesAreHarnessErrors) {
 }
 
 TEST(JsonScenarios, OptimizerResumeReply) {
-  auto held = optimizer_resume_from_json(Json::parse(R"({"ok": true})"), "k");
+  const std::string keys = R"("saved_keys": ["p.w"], "requested_keys": ["p.w.b", "p.w.a"])";
+  auto held = optimizer_resume_from_json(Json::parse("{\"ok\": true, " + keys + "}"));
   ASSERT_TRUE(held.ok());
   EXPECT_FALSE(held->refused);
   EXPECT_TRUE(held->mismatches.empty());
   EXPECT_TRUE(held->unexplained.empty());
+  EXPECT_EQ(held->saved_keys, std::vector<std::string>{"p.w"});
+  EXPECT_EQ(held->requested_keys, (std::vector<std::string>{"p.w.a", "p.w.b"}));  // sorted
+  EXPECT_EQ(held->key, "p.w.{a,b}");
   auto refused = optimizer_resume_from_json(
-      Json::parse(R"({"ok": false, "load_error": "CheckpointingException: Global shape mismatch"})"), "k");
+      Json::parse("{\"ok\": false, " + keys +
+                  R"(, "load_error": "CheckpointException: KeyError: 'p.w'", "megatron_frame": "f.py:1"})"));
   ASSERT_TRUE(refused.ok() && refused->refused);
-  EXPECT_EQ(refused->refused->message, "CheckpointingException: Global shape mismatch");
-  auto rows = optimizer_resume_from_json(
-      Json::parse(R"({"ok": false, "exp_avg_mismatches": 120, "first_exp_avg_mismatches": [1, 2, 3]})"), "k");
+  EXPECT_EQ(refused->refused->message, "CheckpointException: KeyError: 'p.w' (at f.py:1)");
+  auto rows = optimizer_resume_from_json(Json::parse(
+      "{\"ok\": false, " + keys + R"(, "exp_avg_mismatches": 120, "first_exp_avg_mismatches": [1, 2, 3]})"));
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->mismatches.size(), 1u);
   EXPECT_EQ(rows->mismatches[0].tensor, "exp_avg");
   EXPECT_EQ(rows->mismatches[0].count, 120);
   EXPECT_EQ(rows->mismatches[0].first, "[1,2]");
-  auto silent = optimizer_resume_from_json(Json::parse(R"({"ok": false})"), "k");
+  auto silent = optimizer_resume_from_json(Json::parse("{\"ok\": false, " + keys + "}"));
   ASSERT_TRUE(silent.ok());
   EXPECT_FALSE(silent->unexplained.empty());  // not held, and no reason: never read as a pass
+  EXPECT_FALSE(optimizer_resume_from_json(Json::parse(R"({"ok": true})")).ok());  // no keys: a protocol error
+}
+
+TEST(JsonScenarios, CompactKeys) {
+  EXPECT_EQ(compact_keys({"a.b.z", "a.b.V0"}), "a.b.{z,V0}");
+  EXPECT_EQ(compact_keys({"a.b"}), "a.b");
+  EXPECT_EQ(compact_keys({"a.b", "c.d"}), "a.b, c.d");
+  EXPECT_EQ(compact_keys({}), "");
 }
 
 TEST(JsonScenarios, SingleExpertReply) {

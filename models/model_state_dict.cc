@@ -1,5 +1,6 @@
 #include "models/model_state_dict.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "models/hybrid_pattern.h"
@@ -7,11 +8,39 @@
 namespace ih {
 namespace {
 
+/// The DistributedOptimizer's plain entry that names its checkpoint format.
+constexpr const char* kShardingType = "optimizer.param_state_sharding_type";
+
 Error bad(const std::string& message) { return make_error(ErrorKind::invalid_argument, message); }
 
 Status require_positive(std::int64_t value, const char* what) {
   if (value < 1) return bad(std::string(what) + " must be at least 1, got " + std::to_string(value));
   return Ok{};
+}
+
+/// Expert parameters on the expert groups have their own DistributedOptimizer (over the expert-data-parallel
+/// group). The param groups are aligned over all ranks, so when the model has such experts anywhere every rank has a
+/// ChainedOptimizer of two (on a stage without experts the second is empty): its state dict is one
+/// per optimizer, under optimizer.0 (dense) and optimizer.1 (experts), the tensor keys unprefixed in
+/// the fully_reshardable format. Renames the single optimizer's sharding-type entry and adds the second.
+void chain_expert_optimizer(StateDict& dict) {
+  const auto plain =
+      std::find_if(dict.begin(), dict.end(), [](const DictItem& item) { return to_string(item.key) == kShardingType; });
+  if (plain == dict.end()) return;
+  DictItem dense = *plain;
+  dense.key = std::string("optimizer.0.param_state_sharding_type");
+  *plain = dense;
+  dense.key = std::string("optimizer.1.param_state_sharding_type");
+  dict.push_back(std::move(dense));
+}
+
+/// Whether expert parameters use the expert process groups (`allreduce` False, Megatron's parallel
+/// linears: EP > 1 or ETP != TP), which puts them in an optimizer of their own; with EP 1 and ETP = TP
+/// they are ordinary parameters of the dense optimizer.
+bool expert_optimizer(const ModelDumpSpec& spec) {
+  const bool experts = spec.model == ModelKind::gpt ? spec.config.num_experts > 0
+                                                    : spec.pattern.find(pattern::kMoe) != std::string::npos;
+  return experts && (spec.sizes.ep > 1 || spec.sizes.etp != spec.sizes.tp);
 }
 
 }  // namespace
@@ -34,12 +63,11 @@ Result<RankLayout> rank_layout(const RankLayout& sizes, std::int64_t rank) {
                std::to_string(data_parallel_size(sizes)) + " x " + std::to_string(sizes.pp) + ")");
   RankLayout out = sizes;
   const std::int64_t dp = data_parallel_size(sizes);
-  out.gtp_rank = rank % sizes.gtp;
-  const std::int64_t rest = rank / sizes.gtp;  // t + T*(d + D*p)
-  out.tp_rank = rest % sizes.tp;
-  out.dp_rank = (rest / sizes.tp) % dp;
-  out.pp_rank = rest / (sizes.tp * dp);
-  const std::int64_t in_stage = rest % (sizes.tp * dp);  // the expert grid over the same ranks
+  out.tp_rank = rank % sizes.tp;
+  out.gtp_rank = (rank / sizes.tp) % sizes.gtp;
+  out.dp_rank = (rank / (sizes.tp * sizes.gtp)) % dp;
+  out.pp_rank = rank / (sizes.tp * sizes.gtp * dp);
+  const std::int64_t in_stage = rank % (sizes.tp * sizes.gtp * dp);  // the expert grid over the same ranks
   out.etp_rank = in_stage % sizes.etp;
   out.ep_rank = (in_stage / sizes.etp) % sizes.ep;
   out.expert_dp_rank = in_stage / (sizes.etp * sizes.ep);
@@ -70,14 +98,38 @@ Status validate_model_dump(const ModelDumpSpec& spec, std::int64_t rank) {
   return Ok{};
 }
 
+const char* to_string(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::distributed: return "distributed";
+    case OptimizerKind::float16: return "float16";
+    case OptimizerKind::fp32: return "fp32";
+  }
+  return "?";
+}
+
 Result<StateDict> model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) {
   IH_TRY_STATUS(validate_model_dump(spec, rank));
   IH_TRY_ASSIGN(layout, rank_layout(spec.sizes, rank));
-  const OptimizerStates optimizer = spec.optimizer ? OptimizerStates::adam() : OptimizerStates{};
+  // Megatron's DistributedOptimizer in the fully_reshardable format (the one a GPT->hybrid load requires):
+  // per parameter its main copy `param` and Adam's two moments, each with the parameter's key (prefixed
+  // optimizer.state.<state>.), sharding and replica id (docs/spec-addendum.md, I). Float16OptimizerWithFloat16Params
+  // keys the same three by the model's entries, its fp32 main copy as `fp32_param`, and saves no sharding type.
+  // FP32Optimizer keys Adam's two moments like Float16's, with no main copy (the parameters are fp32).
+  const bool float16 = spec.optimizer_kind == OptimizerKind::float16;
+  const bool fp32 = spec.optimizer_kind == OptimizerKind::fp32;
+  const OptimizerStates optimizer = !spec.optimizer ? OptimizerStates{}
+                                    : float16       ? OptimizerStates{{"fp32_param", "exp_avg", "exp_avg_sq"}}
+                                    : fp32          ? OptimizerStates{{"exp_avg", "exp_avg_sq"}}
+                                                    : OptimizerStates{{"param", "exp_avg", "exp_avg_sq"}};
   IH_TRY_ASSIGN(tree, spec.model == ModelKind::gpt
                           ? gpt_sharded_state_dict(spec.config, spec.layers, layout, optimizer)
                           : hybrid_sharded_state_dict(spec.config, spec.pattern, layout, optimizer));
-  return std::move(tree.dict());
+  StateDict dict = std::move(tree.dict());
+  if (spec.optimizer && (float16 || fp32))
+    std::erase_if(dict, [](const DictItem& item) { return to_string(item.key) == kShardingType; });
+  else if (spec.optimizer && expert_optimizer(spec))
+    chain_expert_optimizer(dict);
+  return dict;
 }
 
 }  // namespace ih

@@ -40,6 +40,18 @@ TEST(ModelDump, RankDecomposesTpInnermostThenDpThenPp) {
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->gtp_rank, 1);
   EXPECT_EQ(g->tp_rank, 1);
+  // Megatron injects GTP after TP (tp-gtp_remat-...): rank 1 is t 1 g 0, rank 2 is t 0 g 1; DP outside both.
+  auto g1 = rank_layout({.tp = 2, .ep = 4, .gtp = 2}, 1);  // dp 2
+  ASSERT_TRUE(g1.ok());
+  EXPECT_EQ(g1->tp_rank, 1);
+  EXPECT_EQ(g1->gtp_rank, 0);
+  auto g6 = rank_layout({.tp = 2, .ep = 4, .gtp = 2}, 6);
+  ASSERT_TRUE(g6.ok());
+  EXPECT_EQ(g6->tp_rank, 0);
+  EXPECT_EQ(g6->gtp_rank, 1);
+  EXPECT_EQ(g6->dp_rank, 1);
+  EXPECT_EQ(g6->ep_rank, 2);  // the stage's expert grid spans all 8 ranks: etp 1, ep 4, edp 2
+  EXPECT_EQ(g6->expert_dp_rank, 1);
 }
 
 TEST(ModelDump, InvalidConfigurationsAreTypedErrors) {

@@ -120,14 +120,7 @@ class Emitter {
     const std::string sub = "mixer.in_proj.weight";
     IH_TRY_ASSIGN(rows, layout.total_rows());
     const ReplicaId replica = ReplicaId::tuple({0, 0, l_.dp_rank});
-    if (l_.gtp == 1) {  // no GTP: the ordinary split factory of the TP-local tensor
-      const auto data = TensorValue::of_storage(next_storage(), {rows, c.hidden});
-      IH_TRY_ASSIGN(orig,
-                    tp_row_sharded(key_prefix_ + sub, rows, c.hidden, l_.tp, l_.tp_rank, replica, data, data.dtype));
-      IH_TRY_ASSIGN(split, SplitFactoryBuilder::create(orig, layout));
-      add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, split, {}}));
-      return Ok{};
-    }
+    if (l_.gtp == 1) return split(sub, {rows, c.hidden}, layout);  // no GTP: the ordinary split factory
     GtpFactoryParams p;
     p.key = key_prefix_ + sub, p.layout = layout;
     p.tp_size = l_.tp, p.tp_rank = l_.tp_rank, p.gtp_size = l_.gtp, p.gtp_rank = l_.gtp_rank;
@@ -148,6 +141,19 @@ class Emitter {
       out_.push_back({"optimizer.state." + path_prefix_ + sub + "." + state, StateNode(std::move(composite))});
     }
     out_.push_back({path_prefix_ + sub, StateNode(std::move(factory))});
+    return Ok{};
+  }
+
+  /// A TP-local tensor sharded on axis 0 and saved through `_split_tensor_factory` into `layout`'s pieces.
+  Status split(const std::string& sub, Shape local, const SplitLayout& layout) {
+    std::vector<AxisOffset> offsets = prefix_;
+    const auto p = static_cast<std::int64_t>(prefix_.size());
+    offsets.push_back({p, l_.tp_rank, l_.tp});
+    const ReplicaId replica = ReplicaId::tuple({0, 0, dp_rank()});
+    const auto data = TensorValue::of_storage(next_storage(), std::move(local));
+    IH_TRY_ASSIGN(orig, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p, data));
+    IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, layout));
+    add_with_optimizer(sub, Leaf(ShardedTensorFactory{key_prefix_ + sub, data, replica, builder, {}}));
     return Ok{};
   }
 
@@ -206,17 +212,33 @@ Status emit_attention(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   return Ok{};
 }
 
+/// An MLP's fc1 (`prefix` "mlp." or an expert's "mlp.experts.experts."): weight and bias, a SwiGLU
+/// factory each when gated (Megatron's MLP wraps fc1's bias like its weight), else column-parallel.
+Status emit_fc1(Emitter& e, const ModelConfig& c, const std::string& prefix, std::int64_t rows) {
+  if (c.gated_mlp)
+    e.swiglu(prefix + "linear_fc1.weight", {2 * rows, c.hidden});
+  else
+    IH_TRY_STATUS(e.tensor(prefix + "linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+  if (c.add_bias && c.gated_mlp)
+    e.swiglu(prefix + "linear_fc1.bias", {2 * rows});
+  else if (c.add_bias)
+    IH_TRY_STATUS(e.tensor(prefix + "linear_fc1.bias", {rows}, Sharding::column));
+  return Ok{};
+}
+
+/// An MLP's fc2: the row-parallel weight and its bias, which every TP rank holds whole.
+Status emit_fc2(Emitter& e, const ModelConfig& c, const std::string& prefix, std::int64_t rows) {
+  IH_TRY_STATUS(e.tensor(prefix + "linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+  if (c.add_bias) IH_TRY_STATUS(e.tensor(prefix + "linear_fc2.bias", {c.hidden}, Sharding::replicated));
+  return Ok{};
+}
+
 Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t rows = c.ffn_hidden / l.tp;
-  if (c.gated_mlp)
-    e.swiglu("mlp.linear_fc1.weight", {2 * rows, c.hidden});
-  else
-    IH_TRY_STATUS(e.tensor("mlp.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
-  if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc1.bias", {rows}, Sharding::column));
+  IH_TRY_STATUS(emit_fc1(e, c, "mlp.", rows));
   IH_TRY_STATUS(e.norm("mlp.linear_fc1.layer_norm_", c));
   e.object("mlp.linear_fc1._extra_state");
-  IH_TRY_STATUS(e.tensor("mlp.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
-  if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.linear_fc2.bias", {c.hidden}, Sharding::replicated));
+  IH_TRY_STATUS(emit_fc2(e, c, "mlp.", rows));
   e.object("mlp.linear_fc2._extra_state");
   return Ok{};
 }
@@ -234,12 +256,10 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
     expert_prefix.push_back({static_cast<std::int64_t>(prefix.size()), expert, c.num_experts});
     e.at(key_prefix, path_prefix + "mlp.experts." + std::to_string(local) + ".", expert_prefix);
     // Megatron's SequentialMLP and TEGroupedMLP both key an expert's linears `mlp.experts.experts.*`.
-    if (c.gated_mlp)  // SwiGLU experts: fc1 is the swiglu factory over the expert-TP group
-      e.swiglu("mlp.experts.experts.linear_fc1.weight", {2 * rows, c.hidden});
-    else
-      IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc1.weight", {rows, c.hidden}, Sharding::column));
+    // SwiGLU experts: fc1 is the swiglu factory over the expert-TP group.
+    IH_TRY_STATUS(emit_fc1(e, c, "mlp.experts.experts.", rows));
     e.object("mlp.experts.experts.linear_fc1._extra_state");
-    IH_TRY_STATUS(e.tensor("mlp.experts.experts.linear_fc2.weight", {c.hidden, rows}, Sharding::row));
+    IH_TRY_STATUS(emit_fc2(e, c, "mlp.experts.experts.", rows));
     e.object("mlp.experts.experts.linear_fc2._extra_state");
   }
   e.set_expert(false);
@@ -247,14 +267,30 @@ Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std
   return Ok{};
 }
 
+/// The GatedDeltaProduct mixer (spec 4.2): in_proj and conv1d always split factories (under GTP the
+/// in_proj in the design of c.gdp_design), conv1d without bias and no D (GatedDeltaProductMixer's
+/// defaults, which MambaLayer keeps), the gated norm over d_inner.
+Status emit_gdp(Emitter& e, const ModelConfig& c, const GdpDims& dims) {
+  IH_TRY_ASSIGN(layout, gdp_in_proj_layout(dims));
+  IH_TRY_STATUS(e.in_proj_factory(c, layout, true));
+  IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
+  e.object("mixer.in_proj._extra_state");
+  IH_TRY_ASSIGN(conv, gdp_conv_layout(dims));
+  IH_TRY_ASSIGN(conv_rows, conv.total_rows());
+  IH_TRY_STATUS(e.split("mixer.conv1d.weight", {conv_rows, 1, 4}, conv));
+  IH_TRY_STATUS(e.tensor("mixer.A_log", {dims.nheads_local}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.dt_bias", {dims.nheads_local}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.norm.weight", {dims.d_inner_local}, Sharding::column));
+  IH_TRY_STATUS(e.tensor("mixer.out_proj.weight", {c.hidden, dims.d_inner_local}, Sharding::row));
+  e.object("mixer.out_proj._extra_state");
+  return Ok{};
+}
+
 Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t d_inner = c.mamba_heads * c.mamba_head_dim / l.tp;
   const std::int64_t group_state = c.mamba_groups * c.mamba_state / l.tp, heads = c.mamba_heads / l.tp;
-  const bool gdp = c.ssm_mixer == "gdp";
-  if (gdp) {  // GDP (spec 4.2): always the split factory; under GTP the design of c.gdp_design
-    IH_TRY_ASSIGN(layout, gdp_in_proj_layout({d_inner, group_state, heads, c.gdp_householder}));
-    IH_TRY_STATUS(e.in_proj_factory(c, layout, true));
-  } else if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
+  if (c.ssm_mixer == "gdp") return emit_gdp(e, c, {d_inner, group_state, heads, c.gdp_householder});
+  if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
     IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
     IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
   } else {  // Megatron saves a split factory here (spec-addendum I, "Cannot agree"): kept a plain tensor

@@ -73,6 +73,27 @@ TEST(SyntheticGpt, GatedFc1BuildsTwoPiecesPerRank) {
   }
 }
 
+TEST(SyntheticGpt, GatedFc1BiasIsASwigluFactoryLikeItsWeight) {
+  // Megatron's MLP applies its SwiGLU factory to fc1's weight and bias alike: the bias' 2F/T values are
+  // W's bias (chunk t of 2T) then V's (chunk t + T).
+  ModelConfig config;
+  config.gated_mlp = config.add_bias = true;
+  for (std::int64_t t = 0; t < 2; ++t) {
+    const StateNode gpt = gpt_sharded_state_dict(config, 2, {.tp = 2, .tp_rank = t}).value();
+    const auto* factory =
+        std::get_if<ShardedTensorFactory>(&gpt.find(DictKey("model.decoder.layers.1.mlp.linear_fc1.bias"))->leaf());
+    ASSERT_NE(factory, nullptr) << "fc1's bias is not a factory on TP rank " << t;
+    const StateNode built = factory->build().value();
+    ASSERT_EQ(built.list().size(), 2u);
+    const auto& w = std::get<ShardedTensor>(built.list()[0].leaf());
+    const auto& v = std::get<ShardedTensor>(built.list()[1].leaf());
+    EXPECT_EQ(w.local_shape, (Shape{512}));
+    EXPECT_EQ(w.global_shape, (Shape{2, 2048}));
+    EXPECT_EQ(w.global_offset, (Shape{1, 512 * t}));
+    EXPECT_EQ(v.global_offset, (Shape{1, 512 * (t + 2)}));
+  }
+}
+
 TEST(SyntheticHybrid, PerLayerKeysWithoutLayerAxis) {
   const StateNode hybrid = hybrid_sharded_state_dict(ModelConfig{}, "M*-M*-", {.tp = 2, .tp_rank = 1}).value();
   const ShardedTensor& qkv = tensor_at(hybrid, "model.decoder.layers.4.self_attention.linear_qkv.weight");

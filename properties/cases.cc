@@ -1,5 +1,6 @@
 #include "properties/cases.h"
 
+#include "models/model_dump_compare.h"
 #include "models/text.h"
 #include "seam/error_kinds.h"
 
@@ -81,6 +82,10 @@ Result<SplitLayout> layout_of(const GtpCase& c) {
   if (c.mixer == "mamba")
     return mamba_in_proj_layout({c.dims.d_inner_local, c.dims.group_state_local, c.dims.nheads_local});
   return gdp_in_proj_layout(c.dims);
+}
+
+std::ostream& operator<<(std::ostream& os, const ModelDumpCase& c) {
+  return os << "model dump " << model_dump_flags(c.spec) << " --rank " << c.rank;
 }
 
 }  // namespace ih::props

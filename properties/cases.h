@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/gtp_layout.h"
+#include "models/model_state_dict.h"
 #include "models/result.h"
 #include "models/synthetic_model.h"
 
@@ -89,6 +90,12 @@ struct ElectionCase {
   std::int64_t rows = 30, pad_alignment = 16, cols = 2;
 };
 
+/// One rank of a whole model's `model dump` configuration that both the reference and Megatron build.
+struct ModelDumpCase {
+  ModelDumpSpec spec;
+  std::int64_t rank = 0;
+};
+
 std::ostream& operator<<(std::ostream& os, const ElectionCase& c);
 std::ostream& operator<<(std::ostream& os, const PatternCase& c);
 std::ostream& operator<<(std::ostream& os, const NearValidCase& c);
@@ -98,6 +105,8 @@ std::ostream& operator<<(std::ostream& os, const ModelCase& c);
 std::ostream& operator<<(std::ostream& os, const LoadCase& c);
 std::ostream& operator<<(std::ostream& os, const SegmentCase& c);
 std::ostream& operator<<(std::ostream& os, const FsdpCase& c);
+/// The `model dump` command line of the case (docs/cli.md).
+std::ostream& operator<<(std::ostream& os, const ModelDumpCase& c);
 std::ostream& operator<<(std::ostream& os, const KeyRulesCase& c);
 
 /// The in_proj split layout of a GtpCase.

@@ -45,6 +45,12 @@ rc::Gen<GtpCrossCase> genGtpCross(const WorldCapacity& capacity = {});
 /// A dense and an expert grid over one world and a group source for the writer election
 /// (gen_election.cc); expert sizes are divisors of the world size, by construction.
 rc::Gen<ElectionCase> genElectionCase(const WorldCapacity& capacity = {});
+/// A `model dump` configuration and one of its ranks (gen_model_dump.cc): GPT (layers a multiple of PP)
+/// or hybrid (1-3 layers of M * - and E per pipe segment, virtual stages sometimes), TP 1/2/4, PP, EP,
+/// GTP 1/2, ETP 1 or TP, experts 0/1/2/4, SwiGLU, tied, LayerNorm, the distributed or the Float16
+/// optimizer (under GTP neither SwiGLU nor a hybrid model's optimizer: not compared yet, addendum I);
+/// valid by construction, the world within `capacity` (GTP, then PP, EP, ETP and TP halved until it fits).
+rc::Gen<ModelDumpCase> genModelDumpCase(const WorldCapacity& capacity = {});
 
 /// genLoadCase with the hybrid side under GTP: GDP or Mamba mixers, the GDP save design, the GTP
 /// size and padding of the mixers' in_proj (gen_election.cc; addendum H).

@@ -7,7 +7,8 @@ namespace ih::props {
 const std::vector<Property>& all_properties() {
   static const std::vector<Property> all = [] {
     std::vector<Property> out;
-    for (auto group : {pattern_properties, retarget_properties, gtp_properties, load_properties, addendum_properties})
+    for (auto group : {pattern_properties, retarget_properties, gtp_properties, load_properties, addendum_properties,
+                       model_dump_properties})
       for (Property& p : group()) out.push_back(std::move(p));
     return out;
   }();

@@ -22,6 +22,8 @@ std::vector<Property> gtp_properties();
 std::vector<Property> load_properties();
 /// The spec addendum: writer election, allow_shape_mismatch, DCP plan validation, Mamba gather (props_addendum.cc).
 std::vector<Property> addendum_properties();
+/// Real versus synthetic: a target's model dump against the reference's (props_model_dump.cc).
+std::vector<Property> model_dump_properties();
 /// All of them, in a fixed order.
 const std::vector<Property>& all_properties();
 /// The property called `name`, or nullptr.

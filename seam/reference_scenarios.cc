@@ -19,6 +19,8 @@ constexpr const char* kInProjKey = "decoder.layers.0.mixer.in_proj.weight";
 std::uint64_t saved_storage(std::int64_t t, std::int64_t g) {
   return 0x5000 + static_cast<std::uint64_t>(t * 4096 + g);
 }
+/// The exp_avg of TP rank t gathered over its GTP group (the gather factory's data).
+std::uint64_t gathered_storage(std::int64_t t) { return 0x100000 + static_cast<std::uint64_t>(t); }
 
 GtpFactoryParams side_params(const OptimizerResumeCase& c, const GtpSide& s, std::int64_t t, std::int64_t g,
                              std::uint64_t storage) {
@@ -63,6 +65,24 @@ std::string rank_text(std::int64_t t, std::int64_t g) {
   return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")";
 }
 
+/// A factory's built pieces (a list) keyed by their position: the load starts from the saved common tree, where
+/// a list of pieces leaves an empty list that no loaded list merges with; dicts merge.
+StateNode keyed_by_position(StateNode pieces) {
+  if (!pieces.is_list()) return pieces;
+  StateDict out;
+  for (std::size_t i = 0; i < pieces.list().size(); ++i)
+    out.push_back({static_cast<std::int64_t>(i), std::move(pieces.list()[i])});
+  return StateNode(std::move(out));
+}
+
+/// The loaded pieces back in build order, as the factory's merge takes them.
+StateNode in_build_order(const StateNode& loaded) {
+  if (!loaded.is_dict()) return loaded;
+  StateList out;
+  for (std::int64_t i = 0; const StateNode* piece = loaded.find(i); ++i) out.push_back(*piece);
+  return StateNode(std::move(out));
+}
+
 /// A refusal for an error that is a verdict; an error without one (unsupported, timeout, harness) stays an error.
 Result<Refusal> refusal(const Error& error, std::string step) {
   if (is_no_answer(error.kind)) return error;
@@ -71,81 +91,120 @@ Result<Refusal> refusal(const Error& error, std::string step) {
 
 }  // namespace
 
-// The in_proj's exp_avg is keyed by the GTP parameter's own entry (gtp_param_entry, "optimizer.state.exp_avg."
-// prepended, as make_sharded_optimizer_tensor does), real rows carrying their provenance and pad rows zero;
-// every rank of the save world saves, every rank of the load world loads its own entry (serialization.load).
+// Spec 2.6: each optimizer entry is a copy of its model entry, "optimizer.state.exp_avg." prepended. The GDP
+// in_proj's model entry is its mixer's factory (the gather design's split pieces, keyed like a non-GTP run's:
+// spec 4.7 invariant 1), so its exp_avg is that factory over the gathered exp_avg; a plain GTP linear's is the
+// parameter's own entry (gtp_param_entry). Real rows carry their provenance, pad rows are zero; every rank of
+// the save world saves, every rank of the load world loads its own entries (serialization.load).
 Result<OptimizerResumeAnswer> ReferenceImplementation::optimizer_resume(const OptimizerResumeCase& c) {
-  OptimizerResumeAnswer answer;
-  answer.key = std::string("optimizer.state.exp_avg.") + kInProjKey;
+  const bool pieces = c.module == ResumeModule::gdp_in_proj;
+  const std::string key =
+      std::string("optimizer.state.exp_avg.") + (pieces ? kInProjKey : "decoder.layers.0.mlp.linear_fc1.weight");
   std::int64_t total = 0;
   for (std::int64_t s : c.in_proj.sections) total += s;
+  OptimizerResumeCase in = c;
+  if (!pieces) in.in_proj = SplitLayout{{total}, {"weight"}};
   const std::int64_t d1 = total / c.save.tp, d2 = total / c.load.tp;
+  // The rank's exp_avg entries: the factory's pieces, or the parameter's entry holding `exp_avg`.
+  const auto entries = [&](const GtpSide& side, std::int64_t t, std::int64_t g, std::uint64_t storage,
+                           std::uint64_t gathered) -> Result<StateNode> {
+    GtpFactoryParams params = side_params(in, side, t, g, storage);
+    params.key = key;
+    if (pieces) {
+      params.gather_storage = gathered;
+      params.replica_id = ReplicaId::tuple({0, 0, g});  // gather: the rank in the GTP-inclusive dp_cp group
+      IH_TRY_ASSIGN(built, gtp_pieces(GtpSaveDesign::gather, params));
+      return keyed_by_position(std::move(built));
+    }
+    IH_TRY_ASSIGN(entry, gtp_param_entry(params));
+    const std::int64_t r = entry.local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
+    IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows({TensorValue::of_storage(storage, {r, c.cols}).row_view(0, real),
+                                                     TensorValue::zeros({r - real, c.cols})}));
+    entry.data = exp_avg, entry.dtype = exp_avg.dtype;
+    return StateNode(StateDict{{std::string("exp_avg"), StateNode(std::move(entry))}});
+  };
+  const auto keys_of = [](const StateNode& tree, std::vector<std::string>& keys) {
+    visit_leaves(tree, [&](const std::string&, const Leaf& leaf) {
+      if (const auto* st = std::get_if<ShardedTensor>(&leaf)) keys.push_back(st->key);
+    });
+  };
+  const auto finish_keys = [](std::vector<std::string>& keys) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  };
+  OptimizerResumeAnswer answer;
+  const auto refuse = [&](const Error& error, const char* step) -> Result<OptimizerResumeAnswer> {
+    IH_TRY_ASSIGN(refused, refusal(error, step));
+    answer.refused = std::move(refused);
+    answer.key = compact_keys(answer.requested_keys);
+    return answer;
+  };
   std::vector<StateNode> trees;
-  std::map<std::int64_t, std::int64_t> saved_rows;  // t -> R at the save
+  std::map<std::int64_t, std::int64_t> saved_rows;  // t -> R at the save (the parameter's entry)
   for (std::int64_t t = 0; t < c.save.tp; ++t)
     for (std::int64_t g = 0; g < c.save.gtp; ++g) {
-      auto entry = gtp_param_entry(side_params(c, c.save, t, g, saved_storage(t, g)));
-      if (!entry.ok()) {
-        IH_TRY_ASSIGN(refused, refusal(entry.error(), "the save-side parameter entry"));
-        answer.refused = std::move(refused);
-        return answer;
-      }
-      const std::int64_t r = entry->local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
-      saved_rows[t] = r;
-      IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows(
-                                 {TensorValue::of_storage(saved_storage(t, g), {r, c.cols}).row_view(0, real),
-                                  TensorValue::zeros({r - real, c.cols})}));
-      ShardedTensor state = *entry;
-      state.key = "optimizer.state.exp_avg." + entry->key;
-      state.data = exp_avg, state.dtype = exp_avg.dtype;
-      trees.push_back(StateNode(StateDict{{std::string("exp_avg"), StateNode(std::move(state))}}));
+      auto tree = entries(c.save, t, g, saved_storage(t, g), gathered_storage(t));
+      if (!tree.ok()) return refuse(tree.error(), "the save-side entry");
+      keys_of(*tree, answer.saved_keys);
+      if (!pieces) saved_rows[t] = tree->find(std::string("exp_avg"))->leaf_if<ShardedTensor>()->local_shape.at(0);
+      trees.push_back(std::move(*tree));
     }
+  finish_keys(answer.saved_keys);
   IH_TRY_ASSIGN(checkpoint, save_checkpoint(trees));
+  // Where TP rank t1's TP-local row x1 was saved: the gathered exp_avg's row x1, or the row of its GTP shard.
+  const auto saved_at = [&](std::int64_t t1, std::int64_t x1) {
+    return pieces ? std::make_pair(gathered_storage(t1), x1)
+                  : std::make_pair(saved_storage(t1, x1 / saved_rows[t1]), x1 % saved_rows[t1]);
+  };
   RowMismatches wrong{"exp_avg", 0, ""};
+  std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, StateNode>> requests;
   for (std::int64_t t = 0; t < c.load.tp; ++t)
     for (std::int64_t g = 0; g < c.load.gtp; ++g) {
-      auto entry = gtp_param_entry(side_params(c, c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g)));
-      if (!entry.ok()) {
-        IH_TRY_ASSIGN(refused, refusal(entry.error(), "the load-side parameter entry"));
-        answer.refused = std::move(refused);
-        return answer;
-      }
-      ShardedTensor request = *entry;
-      request.key = "optimizer.state.exp_avg." + entry->key;
-      answer.key = request.key;
-      const StateNode tree(StateDict{{std::string("exp_avg"), StateNode(request)}});
-      auto loaded = load_state(checkpoint, tree, LoadOrder::serialization_load);
-      if (!loaded.ok()) {
-        IH_TRY_ASSIGN(refused, refusal(loaded.error(), "the load"));
-        answer.refused = std::move(refused);
-        return answer;
-      }
-      const StateNode* node = loaded->find(std::string("exp_avg"));
-      const auto* value = node ? node->leaf_if<TensorValue>() : nullptr;
-      const std::int64_t r = entry->local_shape.at(0);
-      if (!value || value->rows() != r) {
-        answer.unexplained = rank_text(t, g) + " loaded no (" + std::to_string(r) + ", C) exp_avg";
-        return answer;
-      }
-      for (std::int64_t j = 0; j < r; ++j) {
-        const std::int64_t x = g * r + j;
-        std::optional<std::pair<std::uint64_t, std::int64_t>> want;
-        if (x < d2)
-          if (const auto src = source_row(c.in_proj.sections, c.save.tp, c.load.tp, t, x))
-            want = std::make_pair(saved_storage(src->first, src->second / saved_rows[src->first]),
-                                  src->second % saved_rows[src->first]);
-        const auto got = row_of(*value, j);
-        if (got == want) continue;
-        if (wrong.count++ == 0) {
-          const auto show = [](const std::optional<std::pair<std::uint64_t, std::int64_t>>& row) {
-            return row ? "saved storage " + std::to_string(row->first) + " row " + std::to_string(row->second)
-                       : std::string("zero");
-          };
-          wrong.first = rank_text(t, g) + " row " + std::to_string(j) + " (TP-local row " + std::to_string(x) +
-                        ") holds " + show(got) + ", expected " + show(want);
-        }
+      auto request = entries(c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g), 0);
+      if (!request.ok()) return refuse(request.error(), "the load-side entry");
+      keys_of(*request, answer.requested_keys);
+      requests.push_back({{t, g}, std::move(*request)});
+    }
+  finish_keys(answer.requested_keys);
+  answer.key = compact_keys(answer.requested_keys);
+  for (const auto& [rank, request] : requests) {
+    const auto [t, g] = rank;
+    auto loaded = load_state(checkpoint, request, LoadOrder::serialization_load);
+    if (!loaded.ok()) return refuse(loaded.error(), "the load");
+    std::optional<TensorValue> value;
+    if (pieces) {
+      GtpFactoryParams params = side_params(in, c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g));
+      params.key = key;
+      auto merged = gtp_merge(GtpSaveDesign::gather, params, in_build_order(*loaded));
+      if (!merged.ok()) return refuse(merged.error(), "the load's merge");
+      value = std::move(*merged);
+    } else if (const StateNode* node = loaded->find(std::string("exp_avg")); node && node->leaf_if<TensorValue>()) {
+      value = *node->leaf_if<TensorValue>();
+    }
+    IH_TRY_ASSIGN(padding, gtp_padding_of(side_params(in, c.load, t, g, 0)));
+    const std::int64_t r = padding.shard_rows;
+    if (!value || value->rows() != r) {
+      answer.unexplained = rank_text(t, g) + " loaded no (" + std::to_string(r) + ", C) exp_avg";
+      return answer;
+    }
+    for (std::int64_t j = 0; j < r; ++j) {
+      const std::int64_t x = g * r + j;
+      std::optional<std::pair<std::uint64_t, std::int64_t>> want;
+      if (x < d2)
+        if (const auto src = source_row(in.in_proj.sections, c.save.tp, c.load.tp, t, x))
+          want = saved_at(src->first, src->second);
+      const auto got = row_of(*value, j);
+      if (got == want) continue;
+      if (wrong.count++ == 0) {
+        const auto show = [](const std::optional<std::pair<std::uint64_t, std::int64_t>>& row) {
+          return row ? "saved storage " + std::to_string(row->first) + " row " + std::to_string(row->second)
+                     : std::string("zero");
+        };
+        wrong.first = rank_text(t, g) + " row " + std::to_string(j) + " (TP-local row " + std::to_string(x) +
+                      ") holds " + show(got) + ", expected " + show(want);
       }
     }
+  }
   if (wrong.count) answer.mismatches.push_back(std::move(wrong));
   return answer;
 }

@@ -9,7 +9,7 @@ namespace ih {
 namespace {
 
 // Every option a token may carry; anything else is a stale or foreign token.
-constexpr std::array<std::string_view, 14> kOptions = {"target",
+constexpr std::array<std::string_view, 15> kOptions = {"target",
                                                        "mutant",
                                                        "seed",
                                                        "cases",
@@ -22,7 +22,8 @@ constexpr std::array<std::string_view, 14> kOptions = {"target",
                                                        "megatron-version",
                                                        "megatron-revision",
                                                        "candidate",
-                                                       "fix"};
+                                                       "fix",
+                                                       "model-dumps"};
 
 /// Separates the checksum from the text it covers; "crc" is no option name.
 constexpr std::string_view kChecksumField = ":crc=";

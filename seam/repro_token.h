@@ -35,7 +35,7 @@ struct ReproToken {
 
   std::string check;  // stable check name
   // target, mutant, seed, cases, size, rc, spec, corpus, budget, megatron-path, megatron-version,
-  // megatron-revision
+  // megatron-revision, candidate, fix, model-dumps
   std::map<std::string, std::string> options;
 
   std::optional<std::string> option(const std::string& name) const;

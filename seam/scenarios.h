@@ -32,11 +32,19 @@ struct GtpSide {
 
 // --- optimizer_resume (findings R1, R2) ---------------------------------------------------------
 
-/// The GDP in_proj (sections at TP 1) and its exp_avg saved in a `save` world, loaded in a `load` world.
+/// Which GTP weight carries the optimizer state: the GDP mixer's in_proj (its model entries are the
+/// mixer's split pieces) or a plain GTP ColumnParallelLinear (its entry is the parameter's own).
+enum class ResumeModule { gdp_in_proj, linear };
+
+inline const char* to_string(ResumeModule m) { return m == ResumeModule::gdp_in_proj ? "gdp_in_proj" : "linear"; }
+
+/// The weight (rows: `in_proj`'s sections at TP 1; the linear has their sum) and its optimizer's
+/// exp_avg saved in a `save` world, loaded in a `load` world.
 struct OptimizerResumeCase {
   SplitLayout in_proj;
   std::int64_t cols = 2;
   GtpSide save, load;
+  ResumeModule module = ResumeModule::gdp_in_proj;
 };
 
 /// Loaded rows of one tensor that are not the saved ones.
@@ -47,12 +55,23 @@ struct RowMismatches {
 };
 
 struct OptimizerResumeAnswer {
-  std::string key;                 // the exp_avg entry the load asked for
-  std::optional<Refusal> refused;  // a step refused (then nothing else was compared)
+  std::string key;                                      // the exp_avg entries the load asked for (compact_keys)
+  std::vector<std::string> saved_keys, requested_keys;  // exp_avg keys, sorted
+  std::optional<Refusal> refused;                       // a step refused (then nothing else was compared)
   std::vector<RowMismatches> mismatches;
-  std::string pad_rows_in_checkpoint;  // model pad rows the checkpoint holds ("" when none)
-  std::string unexplained;             // the target says the round trip did not hold without saying how
+  std::string unexplained;  // the target says the round trip did not hold without saying how
 };
+
+/// Sorted keys on one line: "p.{z,V0,...}" when they share the stem p, else joined by ", ".
+inline std::string compact_keys(const std::vector<std::string>& keys) {
+  const auto stem = [](const std::string& k) { return k.substr(0, k.rfind('.')); };
+  bool shared = keys.size() > 1;
+  for (const std::string& k : keys) shared = shared && stem(k) == stem(keys.front());
+  std::string out;
+  for (const std::string& k : keys)
+    out += (out.empty() ? "" : shared ? "," : ", ") + (shared ? k.substr(stem(k).size() + 1) : k);
+  return shared ? stem(keys.front()) + ".{" + out + "}" : out;
+}
 
 // --- fresh_retarget (finding B) -------------------------------------------------------------------
 

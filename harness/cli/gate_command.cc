@@ -11,6 +11,7 @@
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/output_places.h"
+#include "harness/cli/real_roundtrips.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
@@ -24,12 +25,14 @@ namespace ih::cli {
 namespace {
 
 constexpr std::int64_t kMaxPropertyCases = 1'000'000;
+constexpr std::int64_t kMaxModelDumps = 1'000;
 
 /// The options of every command that runs the gate's checks: the target and the budget.
 struct TargetOptions : GivenFlags {
   std::optional<std::string> target, megatron_path, mutant, candidate, fix, corpus;
   std::int64_t seed = 1;
   std::int64_t property_cases = 25;  // 5 against megatron unless given
+  std::int64_t model_dumps = gate::kGeneratedModelDumps;
 };
 
 /// The rows of TargetOptions, for the table of a command whose options O derive from it.
@@ -43,6 +46,14 @@ std::vector<Flag<O>> target_flags() {
            "pending GTP shard-split save, not Megatron's code; never over a checkout's own factory)"},
           {"fix", &O::fix, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
           {"corpus", &O::corpus, "corpus folder (default: the source tree's corpus/)"}};
+}
+
+template <class O>
+Flag<O> model_dumps_flag() {
+  return {"model-dumps", &O::model_dumps,
+          "generated configurations of the model_dump group, drawn from --seed (default " +
+              std::to_string(gate::kGeneratedModelDumps) + ")",
+          0, kMaxModelDumps};
 }
 
 template <class O>
@@ -63,6 +74,7 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
                  std::numeric_limits<std::int64_t>::max()},
                 property_cases_flag<G>(),
+                model_dumps_flag<G>(),
                 {"require-all", &G::require_all, "a check that does not run fails the gate (CI)"},
                 {"allow-not-run", &G::allow_not_run,
                  "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
@@ -79,6 +91,7 @@ struct MutantsOptions : TargetOptions {
 const std::vector<Flag<MutantsOptions>> kMutantsFlags = [] {
   std::vector<Flag<MutantsOptions>> flags = target_flags<MutantsOptions>();
   flags.push_back(property_cases_flag<MutantsOptions>());
+  flags.push_back(model_dumps_flag<MutantsOptions>());
   flags.push_back({"json", &MutantsOptions::json, "machine-readable output"});
   return flags;
 }();
@@ -101,12 +114,14 @@ Result<TargetSpec> spec_of(const TargetOptions& options) {
 struct Budget {
   std::uint64_t seed = 1;
   std::int64_t property_cases = 25;
+  std::int64_t model_dumps = gate::kGeneratedModelDumps;
   std::string corpus;
 };
 
 Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
   const bool fewer = spec.target != TargetKind::reference && !options.has("property-cases");
-  return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, corpus_of(options)};
+  return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, options.model_dumps,
+          corpus_of(options)};
 }
 
 /// A failed property's typed violation: its kind (the property's typed_verdict kind, "failed" when
@@ -155,16 +170,24 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
   return out;
 }
 
-/// The gate's checks for a target; names are unique, so a token finds its check wherever it is.
-Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential) {
+/// The gate's checks for a target; names are unique, so a token finds its check wherever it is. A Megatron
+/// target (differential) also gets the real tier's round trips, run by `real` (none: they are not listed).
+Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,
+                                            const gate::RealRoundTripRunner& real = {}) {
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(budget.corpus));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
   // Spec invariants Megatron is known to break (pinned in corpus/findings/), for every target.
   for (gate::Check& check : gate::spec_invariant_checks()) checks.push_back(std::move(check));
+  // Real versus synthetic model dumps (issue 17): the reference against itself, or against the real model.
+  for (gate::Check& check : gate::model_dump_checks(budget.seed, budget.model_dumps))
+    checks.push_back(std::move(check));
   if (differential)
     for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), gate::gtp_gather_checks()})
       for (gate::Check& check : group) checks.push_back(std::move(check));
+  if (differential && real)
+    for (gate::Check& check : gate::real_roundtrip_checks(gate_real_scenarios(), gate_real_directions(), real))
+      checks.push_back(std::move(check));
   return gate::with_unique_names(std::move(checks));
 }
 
@@ -175,6 +198,8 @@ ReproToken base_token(const TargetSpec& spec, const Budget& budget, const Target
   base.options["seed"] = std::to_string(budget.seed);
   base.options["cases"] = std::to_string(budget.property_cases);
   if (options.corpus) base.options["corpus"] = budget.corpus;
+  if (budget.model_dumps != gate::kGeneratedModelDumps)
+    base.options["model-dumps"] = std::to_string(budget.model_dumps);
   return base;
 }
 
@@ -244,14 +269,14 @@ int gate_command(const std::vector<std::string>& argv) {
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
   const Budget budget = budget_of(*args, *spec);
-  auto checks = all_checks(budget, spec->target != TargetKind::reference);
+  std::ostream& progress = args->json ? std::cerr : std::cout;
+  auto checks = all_checks(budget, spec->target != TargetKind::reference, real_roundtrip_runner(*spec, progress));
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
   auto target = make_target(*spec);
   if (!target.ok()) return report_error(target.error());
 
-  std::ostream& progress = args->json ? std::cerr : std::cout;
   report::GateRun run{describe_target(**target, *spec), budget.seed, budget.property_cases, args->require_all, 0};
   progress << "INFO: gate target " << run.target << "\n"
            << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
@@ -284,11 +309,14 @@ int replay_gate_check(const ReproToken& token, const std::optional<std::string>&
   Budget budget;
   const auto seed = parse_int(token.option("seed").value_or("1"));
   const auto cases = parse_int(token.option("cases").value_or(spec.target == TargetKind::reference ? "25" : "5"));
-  if (!seed.ok() || !cases.ok() || *seed < 0 || *cases < 1 || *cases > kMaxPropertyCases)
-    return report_error(make_error(ErrorKind::invalid_argument, "token has a bad seed or cases option"), kExitBadInput);
-  budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases;
+  const auto dumps = parse_int(token.option("model-dumps").value_or(std::to_string(gate::kGeneratedModelDumps)));
+  if (!seed.ok() || !cases.ok() || !dumps.ok() || *seed < 0 || *cases < 1 || *cases > kMaxPropertyCases || *dumps < 0 ||
+      *dumps > kMaxModelDumps)
+    return report_error(make_error(ErrorKind::invalid_argument, "token has a bad seed, cases or model-dumps option"),
+                        kExitBadInput);
+  budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases, budget.model_dumps = *dumps;
   budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
-  auto checks = all_checks(budget, spec.target != TargetKind::reference);
+  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, std::cout));
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   const auto found =
       std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });
@@ -337,11 +365,13 @@ int mutants_command(const std::vector<std::string>& argv) {
     return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
                         kExitBadInput);
   const Budget budget = budget_of(*args, *spec);
-  auto checks = all_checks(budget, spec->target != TargetKind::reference);
+  const bool differential = spec->target != TargetKind::reference;
+  auto checks = all_checks(budget, differential);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   struct Planted {
     std::string name, description;
     std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
+    bool real_tier = false;      // model or training code: its gate runs the real round trips too
   };
   std::vector<Planted> mutants;
   if (spec->target == TargetKind::reference) {
@@ -357,27 +387,38 @@ int mutants_command(const std::vector<std::string>& argv) {
       // are campaigned without --candidate); without one the candidate's mutants are not applicable.
       if (spec->candidate && name.rfind("candidate_", 0) != 0) continue;
       mutants.push_back({name, m.value("description", std::string()),
-                         m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable"))});
+                         m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable")),
+                         m.value("tier", std::string()) == "real"});
     }
   }
   std::ostream& progress = args->json ? std::cerr : std::cout;
+  // The real round trips cost minutes per run: only real-tier mutants (and the clean run they are judged
+  // against) run them; every other mutant's verdict rests on the other checks.
+  const bool any_real_tier = std::any_of(mutants.begin(), mutants.end(), [](const Planted& m) { return m.real_tier; });
+  std::ostringstream quiet_rounds;
+  auto clean_checks =
+      any_real_tier ? all_checks(budget, differential, real_roundtrip_runner(*spec, quiet_rounds)) : checks;
+  if (!clean_checks.ok()) return report_error(clean_checks.error(), kExitBadInput);
   // A check that already fails on the clean target kills nothing: only checks that pass there count.
   auto clean = make_target(*spec);
   if (!clean.ok()) return report_error(clean.error());
-  progress << "INFO: the clean target " << describe_target(**clean, *spec) << " first\n";
-  std::ostringstream clean_progress;
+  progress << "INFO: the clean target " << describe_target(**clean, *spec) << " first"
+           << (any_real_tier ? " (with the real round trips, for the real-tier mutants)" : "") << "\n";
+  // Its checks' progress is shown: against Megatron the clean run is a whole gate (minutes), the longest step.
   std::set<std::string> passing_on_clean;
   for (const auto& r :
-       gate::run_checks(**clean, *checks, base_token(*spec, budget, *args), gate::KnownFindings{}, clean_progress))
+       gate::run_checks(**clean, *clean_checks, base_token(*spec, budget, *args), gate::KnownFindings{}, progress))
     if (r.answer.outcome == Outcome::passed) passing_on_clean.insert(gate_check_name(r.group, r.name));
-  progress << "INFO: " << passing_on_clean.size() << " of " << checks->size() << " checks pass on the clean target\n";
+  progress << "INFO: " << passing_on_clean.size() << " of " << clean_checks->size()
+           << " checks pass on the clean target\n";
   clean->reset();
   json::Json report{{"mutants", json::Json::array()}};
   int killed = 0, total = 0, not_applicable = 0;
   bool no_verdict = false;
-  for (const auto& [name, description, why_not] : mutants) {
+  for (const auto& [name, description, why_not, real_tier] : mutants) {
     progress << "INFO: [" << total + not_applicable + 1 << "/" << mutants.size() << "] mutant " << name << ": "
-             << description << "\n";
+             << description << "\n"
+             << std::flush;  // each mutant is a whole gate: its line shows before it runs, also into a file
     if (!why_not.empty()) {  // this Megatron lacks the code the mutant patches: no verdict either way
       ++not_applicable;
       progress << "      NOT APPLICABLE: " << why_not << "\n";
@@ -392,7 +433,9 @@ int mutants_command(const std::vector<std::string>& argv) {
     ReproToken base = base_token(mutated, budget, *args);
     add_target_identity(base, **target);
     std::ostringstream quiet;
-    const auto results = gate::run_checks(**target, *checks, base, gate::KnownFindings{}, quiet);
+    auto mutant_checks = real_tier ? all_checks(budget, differential, real_roundtrip_runner(mutated, quiet)) : checks;
+    if (!mutant_checks.ok()) return report_error(mutant_checks.error(), kExitBadInput);
+    const auto results = gate::run_checks(**target, *mutant_checks, base, gate::KnownFindings{}, quiet);
     json::Json killed_by = json::Json::array();
     std::string token;
     int without_verdict = 0;
@@ -411,7 +454,8 @@ int mutants_command(const std::vector<std::string>& argv) {
              << (without_verdict
                      ? "; " + std::to_string(without_verdict) + " check(s) gave no verdict (harness error or timeout)"
                      : std::string())
-             << "\n";
+             << "\n"
+             << std::flush;
     no_verdict = no_verdict || without_verdict > 0;
     report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});
   }

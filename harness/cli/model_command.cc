@@ -19,20 +19,27 @@ constexpr std::int64_t kMaxExperts = 1024;
 
 const char* const kSynopsis =
     "interop-harness model dump --model gpt|hybrid [--pattern P] [--layers N] [--tp T] [--pp P] [--ep E] "
-    "[--etp T] [--gtp G] [--experts E] [--gated] [--tied] [--norm rms|layer] [--optimizer] --rank R [--json] "
-    "[--target reference|megatron] [--megatron-path DIR]";
+    "[--etp T] [--gtp G] [--experts E] [--gated] [--bias] [--tied] [--norm rms|layer] [--optimizer [--optimizer-kind "
+    "distributed|float16|fp32]] --rank R [--json] [--target reference|megatron] [--megatron-path DIR] [--mixer "
+    "mamba|gdp]";
 
 constexpr std::array<Named<ModelKind>, 2> kModelNames = {{{"gpt", ModelKind::gpt}, {"hybrid", ModelKind::hybrid}}};
 enum class Norm { rms, layer };
 constexpr std::array<Named<Norm>, 2> kNormNames = {{{"rms", Norm::rms}, {"layer", Norm::layer}}};
+constexpr std::array<Named<OptimizerKind>, 3> kOptimizerKinds = {
+    {{"distributed", OptimizerKind::distributed}, {"float16", OptimizerKind::float16}, {"fp32", OptimizerKind::fp32}}};
+enum class Mixer { mamba, gdp };
+constexpr std::array<Named<Mixer>, 2> kMixerNames = {{{"mamba", Mixer::mamba}, {"gdp", Mixer::gdp}}};
 
 /// The command's options, filled from kModelFlags (defaults here and in ModelDumpSpec).
 struct ModelOptions : GivenFlags {
   ModelKind model = ModelKind::gpt;
   Norm norm = Norm::rms;
+  OptimizerKind optimizer_kind = OptimizerKind::distributed;
+  Mixer mixer = Mixer::mamba;
   std::optional<std::string> pattern, target, megatron_path;
   std::int64_t layers = ModelDumpSpec{}.layers, tp = 1, pp = 1, ep = 1, etp = 1, gtp = 1, experts = 0, rank = 0;
-  bool gated = false, tied = false, optimizer = false, json = false;
+  bool gated = false, bias = false, tied = false, optimizer = false, json = false;
 };
 
 using O = ModelOptions;
@@ -47,13 +54,18 @@ const std::vector<Flag<O>> kModelFlags = {
     {"gtp", &O::gtp, "generalized-tensor-parallel size over the mixers' in_proj (default 1)", 1, kMaxParallel},
     {"experts", &O::experts, "MoE experts (default 0: dense MLP; a GPT with experts has MoE layers)", 0, kMaxExperts},
     {"gated", &O::gated, "SwiGLU (gated) MLPs"},
+    {"bias", &O::bias, "biases on the linear layers (Megatron's add_bias_linear; default off)"},
     {"tied", &O::tied, "output layer tied to the word embeddings"},
     {"norm", one_of<O>(&O::norm, kNormNames), "rms (default) or layer"},
-    {"optimizer", &O::optimizer, "also the distributed optimizer's state entries"},
+    {"optimizer", &O::optimizer, "also the optimizer's state entries"},
+    {"optimizer-kind", one_of<O>(&O::optimizer_kind, kOptimizerKinds),
+     "with --optimizer: distributed (default, the DistributedOptimizer) or float16 "
+     "(Float16OptimizerWithFloat16Params over Adam, the path GTP uses)"},
     {"rank", &O::rank, "global rank whose state dict is printed", 0, kMaxParallel* kMaxParallel* kMaxParallel, true},
     {"json", &O::json, "print the flat entry JSON (docs/state-dict-json.md)"},
     {"target", &O::target, "reference (default) or megatron"},
-    {"megatron-path", &O::megatron_path, "a Megatron-LM checkout (megatron only)"}};
+    {"megatron-path", &O::megatron_path, "a Megatron-LM checkout (megatron only)"},
+    {"mixer", one_of<O>(&O::mixer, kMixerNames), "the mixer at a hybrid pattern's M: mamba (default) or gdp"}};
 
 int bad_input(const std::string& message) {
   return report_error(make_error(ErrorKind::invalid_argument, message), kExitBadInput);
@@ -83,6 +95,8 @@ int model_command(const std::vector<std::string>& argv) {
     if (spec.model == ModelKind::gpt) return bad_input("--pattern is for --model hybrid");
     spec.pattern = *args->pattern;
   }
+  if (spec.model == ModelKind::gpt && args->has("mixer")) return bad_input("--mixer is for --model hybrid");
+  if (args->mixer == Mixer::gdp) spec.config.ssm_mixer = "gdp";
   if (spec.model == ModelKind::hybrid && args->has("layers"))
     return bad_input("--layers is for --model gpt (a hybrid model's layers are its --pattern)");
   spec.layers = args->layers;
@@ -91,8 +105,11 @@ int model_command(const std::vector<std::string>& argv) {
   spec.config.num_experts = args->experts;
   spec.config.layer_norm = args->norm == Norm::layer;
   spec.config.gated_mlp = args->gated;
+  spec.config.add_bias = args->bias;
   spec.config.tied_embeddings = args->tied;
   spec.optimizer = args->optimizer;
+  if (args->has("optimizer-kind") && !args->optimizer) return bad_input("--optimizer-kind needs --optimizer");
+  spec.optimizer_kind = args->optimizer_kind;
   if (const Status valid = validate_model_dump(spec, args->rank); !valid.ok())
     return report_error(valid.error(), kExitBadInput);
   auto target_spec = validated_target(args->target, std::nullopt, args->megatron_path, std::nullopt, std::nullopt);

@@ -34,7 +34,7 @@ const char* const kSynopsis =
     "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
     "[--gated] [--optimizer] [--json]   (one scenario laid out on the command line)\n"
     "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
-    "[--device cpu|cuda] [--mutant M] [--candidate shard-split] [--keep DIR] [--timeout S] [--json]\n"
+    "[--device cpu|cuda] [--mutant M] [--candidate shard-split] [--real] [--keep DIR] [--timeout S] [--json]\n"
     "both run mpirun save and load worlds, every loaded element checked by the LibTorch verifier\n"
     "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
     "4 timeout, 5 Megatron's save/load cannot run here (e.g. it needs CUDA)";
@@ -49,7 +49,7 @@ struct RoundtripOptions : GivenFlags {
   Device device = Device::cpu;
   std::int64_t save_tp = 2, save_pp = 1, load_tp = 1, load_pp = 1;  // the command-line scenario
   std::int64_t save_ranks = 2, load_ranks = 4, seed = 0, timeout_s = 300;
-  bool gated = false, optimizer = false, no_cpu_patches = false, json = false, all = false, list = false;
+  bool gated = false, optimizer = false, no_cpu_patches = false, json = false, all = false, list = false, real = false;
 };
 
 using O = RoundtripOptions;
@@ -78,6 +78,9 @@ const std::vector<Flag<O>> kRoundtripFlags = {
     {"load-ranks", &O::load_ranks, "worlds mode: ranks of the load world, launched with mpirun (default 4)", 1, 64},
     {"device", one_of<O>(&O::device, kDeviceNames), "worlds mode: cpu (gloo, default) or cuda (NCCL)"},
     {"fault", &O::fault, "worlds mode, tests: kill_save:R, hang_load:R (rank R) or truncate"},
+    {"real", &O::real,
+     "worlds mode: Megatron's own GPTModel and HybridModel, built by the workers on CPU, instead of the reference's "
+     "synthetic state dicts (the plan asks the Megatron checkout for each rank's model)"},
     {"candidate", &O::candidate,
      "worlds mode: shard-split runs the shard-split scenarios, with the harness's candidate of the pending GTP "
      "shard-split save (not Megatron's code) where the checkout has no shard-split factory of its own"}};
@@ -133,7 +136,10 @@ std::string mib(std::int64_t bytes) {
 int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenario>& custom) {
   if (args.list) {  // with --json: {"scenarios": [{"name", "description"} or {"name", "not_run"}]}
     json::Json listed = json::Json::array();
-    for (const auto& name : world_scenario_names()) {
+    std::vector<std::string> names = world_scenario_names();
+    for (const auto& name : real_world_scenario_names()) names.push_back(name);
+    for (const auto& name : real_finding_scenario_names()) names.push_back(name);
+    for (const auto& name : names) {
       auto s = make_world_scenario(name, 4, 2);
       const std::string description = s.ok() ? s->description : s.error().message;
       listed.push_back({{"name", name}, {"description", description}});
@@ -185,9 +191,16 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
       if (n == name) return why;
     return std::nullopt;
   };
+  const auto is_real_name = [](const std::string& name) { return name.rfind("real_", 0) == 0; };
+  if (args.real && (shard_split || custom))
+    return bad("--real runs Megatron's own models; it does not combine with --candidate or the command-line scenario");
   if (custom) {
     scenarios.push_back(*custom);
   } else if (const auto& name = args.scenario) {
+    if (is_real_name(*name) != args.real)
+      return bad(
+          "scenario '" + *name + "' " +
+          (args.real ? "is not a real-model scenario (--real runs real_*)" : "is a real-model scenario: add --real"));
     if (const auto why = needs_candidate(*name)) {
       std::cerr << "ERROR: unsupported: scenario '" << *name << "' is not run: " << *why << "\n";
       return kExitBadInput;
@@ -199,8 +212,9 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
     }
     scenarios.push_back(*s);
   } else if (args.all) {
-    std::vector<std::string> names = world_scenario_names();
-    for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
+    std::vector<std::string> names = args.real ? real_world_scenario_names() : world_scenario_names();
+    if (!args.real)
+      for (const auto& n : gtp_world_scenario_names()) names.push_back(n);
     if (shard_split)
       for (const auto& n : shard_split_world_scenario_names()) names.push_back(n);
     for (const auto& name : names) {
@@ -212,10 +226,12 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
       else
         return bad(s.error().message);
     }
-    if (!shard_split)
+    if (!shard_split && !args.real)
       for (const auto& [name, why] : world_scenarios_not_run()) not_run.push_back(name + ": " + why);
   } else {
-    auto s = seeded_world_scenario(static_cast<std::uint64_t>(args.seed), save_ranks, load_ranks);
+    const auto seed = static_cast<std::uint64_t>(args.seed);
+    auto s = args.real ? seeded_real_world_scenario(seed, save_ranks, load_ranks)
+                       : seeded_world_scenario(seed, save_ranks, load_ranks);
     if (!s.ok()) return bad(s.error().message);
     scenarios.push_back(*s);
   }
@@ -259,10 +275,12 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   }
   // GDP/GTP scenarios need a Megatron with GDP + GTP (the Megatron-LM snapshot of
   // ci/megatron-snapshot.sh): their own pair of worlds on that checkout.
-  std::vector<WorldScenario> gpt_scenarios, gtp_scenarios;
-  for (const auto& s : scenarios) (s.kind == ScenarioKind::gdp_gtp ? gtp_scenarios : gpt_scenarios).push_back(s);
+  // Real-model scenarios too: Megatron's HybridModel and its GPT interop live in that checkout.
+  std::vector<WorldScenario> gpt_scenarios, gtp_scenarios, real_scenarios;
+  for (const auto& s : scenarios)
+    (s.is_real() ? real_scenarios : s.kind == ScenarioKind::gdp_gtp ? gtp_scenarios : gpt_scenarios).push_back(s);
   std::optional<std::string> snapshot = args.megatron_path;
-  if (!gtp_scenarios.empty() && !snapshot) {
+  if ((!gtp_scenarios.empty() || !real_scenarios.empty()) && !snapshot) {
     const std::filesystem::path root = std::filesystem::path(IH_SOURCE_DIR_PATH) / "build" / "megatron-snapshot";
     std::error_code ec;
     for (int attempt = 0; attempt < 2 && !snapshot; ++attempt) {
@@ -277,24 +295,58 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
       }
     }
     if (!snapshot) {
-      for (const auto& s : gtp_scenarios)
-        progress << "roundtrip: NOT RUN " << s.name
-                 << ": no Megatron-LM checkout with GDP + GTP (ci/megatron-snapshot.sh)\n";
-      gtp_scenarios.clear();
+      for (const auto* group : {&gtp_scenarios, &real_scenarios})
+        for (const auto& s : *group)
+          progress << "roundtrip: NOT RUN " << s.name
+                   << ": no Megatron-LM checkout with GDP + GTP (ci/megatron-snapshot.sh)\n";
+      gtp_scenarios.clear(), real_scenarios.clear();
     }
   }
-  if (gpt_scenarios.empty() && gtp_scenarios.empty()) {
+  // The plan of a real scenario comes from Megatron's own models: the checkout's adapter describes each
+  // rank's model (its `model dump`) in persistent gloo worlds, started once for the run.
+  std::unique_ptr<MegatronImplementation> describer;
+  RealModelEntries real_entries;
+  if (!real_scenarios.empty()) {
+    MegatronOptions mo;
+    mo.python = options.python;
+    mo.megatron_path = snapshot;
+    mo.reply_timeout = std::chrono::seconds(std::max<std::int64_t>(120, timeout_s));
+    options.progress("starting the Megatron adapter on " + *snapshot + " to describe the real models' ranks");
+    auto started = MegatronImplementation::start(mo);
+    if (!started.ok()) {
+      std::cerr << "ERROR: harness_error: the Megatron adapter that describes the real models did not start: "
+                << started.error().message << "\n";
+      return kExitHarnessError;
+    }
+    describer = std::move(*started);
+    BuildableRealScenarios split = buildable_real_scenarios(
+        std::move(real_scenarios),
+        [&describer](const ModelDumpSpec& spec, std::int64_t rank) { return describer->model_state_dict(spec, rank); });
+    for (const auto& [name, why] : split.not_run) progress << "roundtrip: NOT RUN " << name << ": " << why << "\n";
+    real_scenarios = std::move(split.runnable);
+    real_entries = std::move(split.describe);
+    if (real_scenarios.empty() && gpt_scenarios.empty() && gtp_scenarios.empty()) {
+      std::cerr << "roundtrip: NOT RUN: this Megatron builds none of the real scenarios\n";
+      return kExitNothingRan;  // Megatron cannot run them here: exit 5, never a harness error or a pass
+    }
+  }
+  if (gpt_scenarios.empty() && gtp_scenarios.empty() && real_scenarios.empty()) {
     std::cerr << "ERROR: harness_error: nothing could run\n";
     return kExitHarnessError;
   }
   Result<WorldRunReport> report = WorldRunReport{};
-  for (auto* group : {&gpt_scenarios, &gtp_scenarios}) {
+  for (auto* group : {&gpt_scenarios, &gtp_scenarios, &real_scenarios}) {
     if (group->empty() || !report.ok()) continue;
     WorldRunOptions o = options;
     if (group == &gtp_scenarios) {
       o.megatron_path = snapshot;
       o.work = work.path / "gtp";
       progress << "roundtrip: GTP scenarios on the Megatron-LM checkout " << *snapshot << "\n";
+    } else if (group == &real_scenarios) {
+      o.megatron_path = snapshot;
+      o.work = work.path / "real";
+      o.real_entries = real_entries;
+      progress << "roundtrip: real-model scenarios on the Megatron-LM checkout " << *snapshot << "\n";
     } else {
       o.work = work.path / "gpt";
     }
@@ -347,8 +399,17 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
            << " objects, " << v.value("plain_checked", 0) << " common values, " << v.value("writers_checked", 0)
            << " chunks with exactly one writer; " << std::setprecision(0) << v.value("elements_per_second", 0.0)
            << " elements/s in the C++ checker";
+      if (v.value("compare_vs_memcpy", 0.0) > 0)
+        line << " (its comparisons run at " << std::setprecision(3) << v.value("compare_vs_memcpy", 0.0)
+             << " x a memcpy of the same bytes, measured in the same run)";
       if (v.contains("counts") && !v["counts"].empty()) line << "; wrong by kind " << v["counts"].dump();
+      if (v.contains("wrong_by_part") && v["wrong_by_part"].size() > 1)
+        line << "; wrong by part " << v["wrong_by_part"].dump();
     }
+    if (d.value("scenario_seconds_load", 0.0) > 0)
+      line << std::setprecision(2) << "\n    in the warm worlds: save side " << d.value("scenario_seconds_save", 0.0)
+           << " s (build, fill, save), load side " << d.value("scenario_seconds_load", 0.0)
+           << " s (build, retarget, load, dump)";
     for (const char* phase : {"save", "load"}) {
       const std::string m = std::string("memory_") + phase, t = std::string("throughput_") + phase;
       if (!d.contains(m) || !d.contains(t)) continue;
@@ -397,7 +458,7 @@ int roundtrip_command(const std::vector<std::string>& argv) {
     const Status ready = check_output_folder("keep", *options->keep);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
-  for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks"})
+  for (const char* world_flag : {"scenario", "all", "seed", "list", "save-ranks", "load-ranks", "real"})
     if (options->has(world_flag)) return worlds_command(*options, std::nullopt);
   const auto target = parse_target_kind(options->target.value_or(""));
   if (!target.ok() || *target != TargetKind::megatron)

@@ -3,6 +3,7 @@
 // same checks judge the reference, a planted mutant or a real Megatron.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -87,14 +88,40 @@ std::vector<Check> differential_checks();
 /// Split factory chunks, Megatron's validation verdicts and FSDP trees, reference vs target.
 std::vector<Check> layout_differential_checks();
 /// Spec invariants Megatron is known to break (docs/megatron-findings.md), for every target; group
-/// "spec invariants", stable names: optimizer_resume_gtp_to_no_gtp (R1), optimizer_resume_tp2_gtp_change
-/// (R2), optimizer_resume_tp1_gtp_change (holds), fresh_in_proj_fits_parameter (B),
+/// "spec invariants", stable names: optimizer_resume_gtp_to_no_gtp and optimizer_resume_no_gtp_to_gtp (R1),
+/// optimizer_resume_tp2_gtp_change, optimizer_resume_tp_change and gtp_linear_resume_tp2_gtp_change (R2),
+/// optimizer_resume_tp1_gtp_change (holds), fresh_in_proj_fits_parameter (B),
 /// load_orders_agree_all_padding (C), single_expert_objects_load (A).
 std::vector<Check> spec_invariant_checks();
 /// The gather-design GTP save path (spec 4.5) against the reference on fixed layouts; group "gtp-gather":
 /// gather_pieces, gather_merge, gather_param_entry, all_padding_load (Megatron's own serialization.load:
 /// NOT RUN on the reference).
 std::vector<Check> gtp_gather_checks();
+
+/// One real round trip as the command's runner saw it (its scenario outcome and verifier counts).
+struct RealRoundTripResult {
+  Outcome outcome = Outcome::failed;
+  std::int64_t elements_verified = 0, wrong_elements = 0;
+  std::vector<std::string> problems;  // the named wrong elements and errors, first one first
+};
+/// Runs real scenario `scenario` saved by `save_ranks` and loaded by `load_ranks` with `target`'s
+/// Megatron (or reads it from the batch it already ran); handed in by the command that owns the worlds.
+using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(
+    Implementation& target, const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks)>;
+/// Group "real-roundtrips": one check per scenario and direction, named <scenario>_<A>_to_<B>. Wrong
+/// elements are the violation `elements_wrong <scenario>`; a scenario that could not run is NOT RUN.
+std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
+                                         const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
+                                         RealRoundTripRunner runner);
+/// Generated configurations the model_dump group adds to its curated ones by default (gate --model-dumps).
+inline constexpr std::int64_t kGeneratedModelDumps = 3;
+/// Real versus synthetic (issue 17), group "model_dump", for every target: one check per curated
+/// configuration (stable names, e.g. gpt_moe_e4_ep2, hybrid_virtual_stages) and per generated one
+/// (generated_0 .. generated_<generated - 1>, drawn from `seed`; the first ones do not depend on
+/// `generated`), the target's model_state_dict of each listed rank against the
+/// reference's (models/model_dump_compare.h); typed violations `differs` (key "rank R") and
+/// `stale_explanation` (key: the rule of docs/spec-addendum.md I that no longer fires).
+std::vector<Check> model_dump_checks(std::uint64_t seed, std::int64_t generated);
 
 /// Refuses two checks with one name: a token must name exactly one check.
 Result<std::vector<Check>> with_unique_names(std::vector<Check> checks);

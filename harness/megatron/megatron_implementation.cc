@@ -31,7 +31,7 @@ const char* op_name(Operation op) {
     case Operation::gtp_param_entry: return "gtp_param_entry";
     case Operation::load_state: return "load_state";
     case Operation::integrity: return "integrity_report";
-    case Operation::optimizer_resume: return "gtp_roundtrip";
+    case Operation::optimizer_resume: return "optimizer_resume";
     case Operation::fresh_retarget: return "gtp_fresh_retarget";
     case Operation::load_orderings: return "load_orderings";
     case Operation::all_padding_load: return "gtp_all_padding_load";
@@ -664,8 +664,8 @@ Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoin
 }
 
 Result<OptimizerResumeAnswer> MegatronImplementation::optimizer_resume(const OptimizerResumeCase& c) {
-  IH_TRY_ASSIGN(reply, call("gtp_roundtrip", json::optimizer_resume_request(c)));
-  return json::optimizer_resume_from_json(reply, "optimizer.state.exp_avg.decoder.layers.0.mixer.in_proj.weight");
+  IH_TRY_ASSIGN(reply, call("optimizer_resume", json::optimizer_resume_request(c)));
+  return json::optimizer_resume_from_json(reply);
 }
 
 Result<FreshRetargetAnswer> MegatronImplementation::fresh_retarget(const FreshRetargetCase& c) {

@@ -30,6 +30,11 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
 
 Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                                const std::function<void(const std::string&)>& on_line) {
+  return run_child(argv, timeout, on_line, StartupClock{});
+}
+
+Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                               const std::function<void(const std::string&)>& on_line, const StartupClock& startup) {
   if (argv.empty()) return make_error(ErrorKind::invalid_argument, "no command to start");
   std::string stderr_template = temp_dir() + "/interop-harness-stderr-XXXXXX";
   const int stderr_fd = mkostemp(stderr_template.data(), O_CLOEXEC);
@@ -53,7 +58,9 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   close(from_child[1]);
   close(stderr_fd);
   const std::string stderr_path = stderr_template;
-  const auto deadline = started + timeout;
+  bool starting = static_cast<bool>(startup.starting);
+  auto deadline = started + (starting ? startup.allowance : timeout);
+  auto next_start_check = started;
   ChildOutcome out;
   std::string buffer;
   bool eof = false;
@@ -67,6 +74,10 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
   int status = 0;
   bool reaped = false;
   while (!reaped) {
+    if (starting && std::chrono::steady_clock::now() >= next_start_check) {
+      next_start_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      if (!startup.starting()) starting = false, deadline = std::chrono::steady_clock::now() + timeout;
+    }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -82,6 +93,7 @@ Result<ChildOutcome> run_child(const std::vector<std::string>& argv, std::chrono
       forget_child(pid);
       waitpid(pid, &status, 0);
       out.timed_out = true;
+      out.timed_out_starting = starting;
       reaped = true;
       break;
     }

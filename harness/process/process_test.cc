@@ -274,6 +274,43 @@ TEST(RunChild, TheDeadlineKillsTheWholeGroup) {
   EXPECT_TRUE(process_gone(grandchild));
 }
 
+/// A child that "starts" until it prints `started`, then works for `work`.
+struct StartingChild {
+  bool started = false;
+  Result<ChildOutcome> run(const std::string& start, const std::string& work, std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds allowance) {
+    return run_child(
+        {"sh", "-c", "sleep " + start + "; echo started; sleep " + work}, timeout,
+        [&](const std::string& line) { started = started || line == "started"; },
+        StartupClock{allowance, [&] { return !started; }});
+  }
+};
+
+TEST(RunChild, AStartUpLongerThanTheTimeoutRunsOnItsOwnAllowance) {
+  StartingChild child;
+  auto out = child.run("2", "0.2", 1s, 20s);
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(out->timed_out);
+  EXPECT_EQ(out->exit_code, 0);
+}
+
+TEST(RunChild, AStartUpPastItsAllowanceIsNamedAsSuch) {
+  StartingChild child;
+  auto out = child.run("30", "0", 60s, 1s);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->timed_out);
+  EXPECT_TRUE(out->timed_out_starting);
+}
+
+TEST(RunChild, TheTimeoutCountsFromTheEndOfTheStartUp) {
+  StartingChild child;
+  const auto start = Clock::now();
+  auto out = child.run("0", "30", 1s, 60s);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->timed_out);
+  EXPECT_FALSE(out->timed_out_starting);
+  EXPECT_LT(seconds_since(start), 15.0);
+}
 TEST(RunChild, AMissingExecutableExits127) {
   auto out = run_child({"/nonexistent/interop-harness-no-such-tool"}, 10s, [](const std::string&) {});
   ASSERT_TRUE(out.ok());

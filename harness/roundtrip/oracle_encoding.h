@@ -8,9 +8,13 @@
 
 namespace ih {
 
-/// Bits of the global index: tensors stay below 2^40 elements, key ids below 2^23.
-inline constexpr int kOracleKeyShift = 40;
+/// Bits of the global index: the plan refuses a key of 2^24 elements or more (the worlds' small models
+/// stay far below). Key ids stay below 2^21, so every value is below 2^45: a float64 parameter of a
+/// real Megatron model (`roundtrip --real`) holds it exactly, as int64 storage does.
+inline constexpr int kOracleKeyShift = 24;
 /// GPT keys have ids from 1; fresh (never loaded) hybrid keys from here, so a value says which it is.
 inline constexpr std::int64_t kOracleFreshIdBase = std::int64_t{1} << 20;
+/// Every oracle value is an integer a float64 holds exactly (53-bit significand).
+static_assert(kOracleKeyShift + 21 <= 53, "oracle values must stay exact in float64");
 
 }  // namespace ih

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 #include "codec/json_codec.h"
@@ -43,6 +44,7 @@ struct Segment {
   std::string key;
   Shape global_shape, global_offset;
   std::int64_t prepend = 0;
+  bool operator==(const Segment&) const = default;
 };
 
 Json segment_json(const Segment& s, std::int64_t key_id) {
@@ -57,12 +59,24 @@ Segment whole_tensor(const ShardedTensor& t) {
 /// (reference build), so row block b of built tensor x maps data rows [b.first_row, +b.rows) to
 /// x's global rows from x.global_offset[p] + (rows of x before b). Zero blocks (padding) map
 /// nothing: those rows are expected to be zero.
+///
+/// A factory without data is a real model's, decoded from Megatron's `model dump` (its built tensors
+/// only): its local data is taken as its built tensors' rows one after the other, which is how
+/// Megatron's SwiGLU and split factories chunk their weight. The workers check that on the real
+/// factory before they fill or verify it (a different layout is a harness error, never a finding).
 Result<std::vector<Segment>> factory_segments(const ShardedTensorFactory& f) {
   IH_TRY_ASSIGN(built, f.build());
   std::vector<Segment> out;
+  std::int64_t next_row = 0;
   for (const FlatEntry& e : flatten(built)) {
     const auto* t = std::get_if<ShardedTensor>(&e.entry);
     if (!t) continue;
+    if (!f.data) {
+      const std::int64_t rows = t->local_shape.empty() ? 1 : t->local_shape[0];
+      out.push_back({next_row, rows, t->key, t->global_shape, t->global_offset, t->prepend_axis_num});
+      next_row += rows;
+      continue;
+    }
     if (!t->data) return make_error(seam_kind::harness_error, "factory '" + f.key + "' built a tensor without data");
     std::int64_t pos = 0;
     for (const RowBlock& b : t->data->blocks) {
@@ -77,7 +91,36 @@ Result<std::vector<Segment>> factory_segments(const ShardedTensorFactory& f) {
   return out;
 }
 
-Shape factory_local_shape(const ShardedTensorFactory& f) { return f.data ? f.data->shape : Shape{}; }
+/// Whether the factory's chunks are this rank's to write: its replica id, or for a real model's factory
+/// (decoded without one) its built tensors' (all main, e.g. a split factory replicated over GTP on
+/// GTP rank 0 only).
+Result<bool> factory_is_main(const ShardedTensorFactory& f) {
+  if (f.data) return f.replica_id.is_main();
+  IH_TRY_ASSIGN(built, f.build());
+  for (const FlatEntry& e : flatten(built))
+    if (const auto* t = std::get_if<ShardedTensor>(&e.entry); t && !t->is_main_replica()) return false;
+  return true;
+}
+
+/// The factory's local data shape; for a real model's factory (no data), its built tensors stacked on rows.
+Result<Shape> factory_local_shape(const ShardedTensorFactory& f) {
+  if (f.data) return f.data->shape;
+  IH_TRY_ASSIGN(built, f.build());
+  Shape shape;
+  for (const FlatEntry& e : flatten(built)) {
+    const auto* t = std::get_if<ShardedTensor>(&e.entry);
+    if (!t) continue;
+    if (shape.empty()) {
+      shape = t->local_shape;
+    } else if (t->local_shape.size() != shape.size() ||
+               !std::equal(shape.begin() + 1, shape.end(), t->local_shape.begin() + 1)) {
+      return make_error(seam_kind::harness_error, "factory '" + f.key + "': built tensors of different row shapes");
+    } else {
+      shape[0] += t->local_shape[0];
+    }
+  }
+  return shape;
+}
 
 std::string offset_text(const Shape& offset) {
   std::string s;
@@ -136,10 +179,22 @@ Result<GtpWorld> gdp_gtp_world(const std::string& name, std::int64_t a, std::int
   return cannot_lay_out(name, a, b, "GTP worlds of 1, 2 or 4 ranks (TP <= 2 for 2 heads)");
 }
 
-constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {{ScenarioKind::gpt_hybrid, "gpt_hybrid"},
-                                                                            {ScenarioKind::gdp_gtp, "gdp_gtp"}};
+constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {
+    {ScenarioKind::gpt_hybrid, "gpt_hybrid"},
+    {ScenarioKind::gdp_gtp, "gdp_gtp"},
+    {ScenarioKind::real_gpt_hybrid, "real_gpt_hybrid"},
+    {ScenarioKind::real_hybrid_hybrid, "real_hybrid_hybrid"}};
+
+constexpr std::pair<LoadPath, std::string_view> kLoadPathNames[] = {
+    {LoadPath::dist_checkpointing, "dist_checkpointing"}, {LoadPath::training, "training"}};
 
 }  // namespace
+
+std::string_view to_string(LoadPath path) {
+  for (const auto& [p, name] : kLoadPathNames)
+    if (p == path) return name;
+  return "?";
+}
 
 std::string_view to_string(ScenarioKind kind) {
   for (const auto& [k, name] : kScenarioKindNames)
@@ -169,6 +224,7 @@ Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scen
                         {"dir", scenario_dir(s->name)},
                         {"pattern", s->pattern},
                         {"load_order", load_order},
+                        {"load_path", to_string(s->load_path)},
                         {"save", s->layout_text(true)},
                         {"load", s->layout_text(false)}});
   }
@@ -177,6 +233,7 @@ Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scen
 
 std::string WorldLayout::text() const {
   std::string s = "TP=" + std::to_string(tp) + " PP=" + std::to_string(pp);
+  if (gtp > 1) s += " GTP=" + std::to_string(gtp);
   if (ep > 1) s += " EP=" + std::to_string(ep);
   if (dp > 1) s += " DP=" + std::to_string(dp);
   return s + " (" + std::to_string(ranks()) + (ranks() == 1 ? " rank)" : " ranks)");
@@ -213,6 +270,227 @@ std::vector<std::string> shard_split_world_scenario_names() {
   return {"gdp_in_proj_shard_split", "gdp_in_proj_gather_to_shard_split", "gdp_in_proj_shard_split_to_gather"};
 }
 
+std::vector<std::string> real_world_scenario_names() {
+  return {"real_gpt_hybrid_tp",        "real_gpt_hybrid_swiglu_tied",  "real_gpt_hybrid_pp",
+          "real_gpt_hybrid_moe",       "real_hybrid_hybrid_tp",        "real_gpt_hybrid_training",
+          "real_hybrid_hybrid_gtp",    "real_gpt_hybrid_gtp",          "real_hybrid_hybrid_gdp_tp",
+          "real_gpt_hybrid_optimizer", "real_hybrid_hybrid_optimizer", "real_gpt_hybrid_training_optimizer",
+          "real_hybrid_hybrid_gdp_gtp"};
+}
+
+std::vector<std::string> real_finding_scenario_names() {
+  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2"};
+}
+
+namespace {
+
+/// A real model of the worlds' small dimensions at TP x PP (the layout's other sizes 1).
+ModelDumpSpec real_model(ModelKind model, std::string pattern, std::int64_t tp, std::int64_t pp) {
+  ModelDumpSpec m;
+  m.model = model;
+  m.pattern = std::move(pattern);
+  m.config = small_world_config();
+  m.config.gdp_design = ModelDumpSpec{}.config.gdp_design;  // what a Megatron model saves (the gather design)
+  m.sizes.tp = tp, m.sizes.pp = pp, m.sizes.etp = tp;
+  return m;
+}
+
+/// `m` with Megatron's FP32Optimizer: the optimizer a round trip's float64 parameters can have (the
+/// distributed and Float16 ones take fp32 or bf16 parameters, which cannot hold the oracle's values).
+ModelDumpSpec with_fp32_optimizer(ModelDumpSpec m) {
+  m.optimizer = true;
+  m.optimizer_kind = OptimizerKind::fp32;
+  return m;
+}
+
+/// Fills in the scenario's layouts from its real models (for the plan's text and the world sizes) and
+/// checks both models: a configuration the reference refuses is not laid out.
+Result<WorldScenario> with_real_models(WorldScenario s, const ModelDumpSpec& save, const ModelDumpSpec& load) {
+  s.real_save = save, s.real_load = load;
+  s.pattern = load.pattern;
+  s.gated = save.config.gated_mlp;
+  s.optimizer = save.optimizer;
+  // The world of a real model is GTP x TP x DP x PP (EP and ETP tile the same ranks); the layout shows
+  // EP beside DP where it divides DP (then DP = EP x the expert grid's DP), so its rank count is the world's.
+  const auto layout = [](const ModelDumpSpec& m) {
+    const std::int64_t dp = data_parallel_size(m.sizes), ep = dp % m.sizes.ep == 0 ? m.sizes.ep : 1;
+    return WorldLayout{m.sizes.tp, m.sizes.pp, ep, dp / ep, m.sizes.gtp};
+  };
+  s.save = layout(save), s.load = layout(load);
+  for (const ModelDumpSpec* m : {&save, &load})
+    if (auto st = validate_model_dump(*m, 0); !st.ok()) return st.error().with_context("scenario '" + s.name + "'");
+  return s;
+}
+
+Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int64_t a, std::int64_t b) {
+  WorldScenario s;
+  s.name = name;
+  s.kind = ScenarioKind::real_gpt_hybrid;
+  s.config = small_world_config();
+  const std::int64_t gpt_layers = 2;
+  if (name == "real_gpt_hybrid_tp") {
+    s.description = "Megatron's GPTModel -> its HybridModel M*-M*- (retargeted by Megatron), TP change";
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a, 1), load = real_model(ModelKind::hybrid, "M*-M*-", b, 1);
+    save.layers = gpt_layers;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_swiglu_tied") {
+    s.description = "Megatron's GPTModel -> HybridModel, SwiGLU (factories), tied embeddings, LayerNorm, TP change";
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a, 1), load = real_model(ModelKind::hybrid, "*-M*-M", b, 1);
+    save.layers = gpt_layers;
+    for (ModelDumpSpec* m : {&save, &load})
+      m->config.gated_mlp = true, m->config.tied_embeddings = true, m->config.layer_norm = true;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_optimizer") {
+    s.description =
+        "Megatron's GPTModel with SwiGLU and its FP32Optimizer (Adam's moments) -> HybridModel M*-M*- and its "
+        "FP32Optimizer (retargeted by Megatron, moments alike, the Mamba layers' kept fresh), TP change";
+    ModelDumpSpec save = with_fp32_optimizer(real_model(ModelKind::gpt, "", a, 1)),
+                  load = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
+    save.layers = gpt_layers;
+    save.config.gated_mlp = load.config.gated_mlp = true;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_hybrid_hybrid_optimizer") {
+    s.kind = ScenarioKind::real_hybrid_hybrid;
+    s.description =
+        "Megatron's HybridModel M*-M*- and its FP32Optimizer saved and loaded across a TP change (the Mamba "
+        "in_proj's split moments included)";
+    const ModelDumpSpec save = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", a, 1)),
+                        load = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_pp") {
+    s.description = "Megatron's GPTModel at TP x PP=2 -> HybridModel M*-|M*- at TP x PP=2 (stages by pipes)";
+    if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need PP=2");
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a / 2, 2),
+                  load = real_model(ModelKind::hybrid, "M*-|M*-", b / 2, 2);
+    save.layers = gpt_layers;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_moe") {
+    s.description =
+        "Megatron's GPTModel with 4 experts (EP = min(ranks, 4), ETP 1) -> HybridModel *E*E at TP = ETP = "
+        "ranks / EP' (EP' = min(ranks, 4) / 2 or 1): EP and ETP change";
+    const std::int64_t save_ep = std::min<std::int64_t>(a, 4);
+    const std::int64_t load_ep = std::max<std::int64_t>(1, std::min<std::int64_t>(b, 4) / 2);
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a / save_ep, 1),
+                  load = real_model(ModelKind::hybrid, "*E*E", b / load_ep, 1);
+    save.layers = gpt_layers;
+    save.sizes.ep = save_ep, load.sizes.ep = load_ep;
+    for (ModelDumpSpec* m : {&save, &load})  // Megatron: "Bias in Moe is only supported when ETP==1"
+      m->config.num_experts = 4, m->config.add_bias = false;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_training" || name == "real_gpt_hybrid_training_optimizer") {
+    const bool optimizer = name == "real_gpt_hybrid_training_optimizer";
+    s.description = optimizer
+                        ? "Megatron's GPTModel and its FP32Optimizer saved by save_checkpoint -> HybridModel *-M*-M "
+                          "and its FP32Optimizer loaded by load_checkpoint (Megatron's own GPT -> hybrid setup "
+                          "retargets the optimizer state too), TP change"
+                        : "Megatron's GPTModel saved by save_checkpoint -> HybridModel *-M*-M loaded by "
+                          "load_checkpoint (Megatron's own GPT -> hybrid setup and retarget), TP change";
+    s.load_path = LoadPath::training;
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a, 1), load = real_model(ModelKind::hybrid, "*-M*-M", b, 1);
+    if (optimizer) save = with_fp32_optimizer(save), load = with_fp32_optimizer(load);
+    save.layers = gpt_layers;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_hybrid_hybrid_tp" || name == "real_hybrid_hybrid_gdp_tp") {
+    const bool gdp = name == "real_hybrid_hybrid_gdp_tp";
+    s.kind = ScenarioKind::real_hybrid_hybrid;
+    s.description = gdp ? "Megatron's HybridModel M*-M*- with GatedDeltaProduct mixers saved and loaded across a TP "
+                          "change (the GDP in_proj's split factory [z|V|K|Q|b|a] and its conv1d loaded)"
+                        : "Megatron's HybridModel M*-M*- saved and loaded across a TP change (Mamba layers loaded too)";
+    ModelDumpSpec save = real_model(ModelKind::hybrid, "M*-M*-", a, 1),
+                  load = real_model(ModelKind::hybrid, "M*-M*-", b, 1);
+    if (gdp) save.config.ssm_mixer = load.config.ssm_mixer = "gdp";
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_hybrid_hybrid_gtp" || name == "real_hybrid_hybrid_gdp_gtp") {
+    const bool gdp = name == "real_hybrid_hybrid_gdp_gtp";
+    s.kind = ScenarioKind::real_hybrid_hybrid;
+    s.description = std::string("Megatron's HybridModel M*-M*- ") + (gdp ? "with GatedDeltaProduct mixers " : "") +
+                    "at TP 1 saved at GTP = save ranks, loaded at GTP = load ranks (p = 16): every linear GTP-wrapped, "
+                    "the " +
+                    (gdp ? "GDP in_proj ([z|V*|K*|Q|b*|a])" : "Mamba in_proj") +
+                    " gathered on save and padded to p x G rows";
+    ModelDumpSpec save = real_model(ModelKind::hybrid, "M*-M*-", 1, 1),
+                  load = real_model(ModelKind::hybrid, "M*-M*-", 1, 1);
+    save.sizes.gtp = a, load.sizes.gtp = b;
+    if (gdp) save.config.ssm_mixer = load.config.ssm_mixer = "gdp";
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_gtp" || name == "real_gpt_hybrid_gtp_swiglu" || name == "real_gpt_hybrid_gtp_p32") {
+    const bool swiglu = name == "real_gpt_hybrid_gtp_swiglu", padded = name == "real_gpt_hybrid_gtp_p32";
+    s.description =
+        "Megatron's GPTModel at TP 1 saved at GTP = save ranks -> HybridModel *-*- loaded at GTP = load ranks "
+        "(retargeted by Megatron): every linear GTP-wrapped (no Mamba layer: a fresh in_proj under GTP is "
+        "finding B); " +
+        std::string(swiglu   ? "p = 16, none padded; SwiGLU, fc1's rows [W; V] taken from the reference (finding S)"
+                    : padded ? "p = 32: the 64-row linears padded to 128 rows at GTP 4, planned from the reference"
+                             : "p = 16, none padded");
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", 1, 1), load = real_model(ModelKind::hybrid, "*-*-", 1, 1);
+    save.layers = gpt_layers;
+    save.sizes.gtp = a, load.sizes.gtp = b;
+    save.config.gated_mlp = load.config.gated_mlp = swiglu;
+    save.config.pad_alignment = load.config.pad_alignment = padded ? 32 : 16;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_hybrid_hybrid_gtp_tp2") {
+    s.kind = ScenarioKind::real_hybrid_hybrid;
+    s.description =
+        "Megatron's HybridModel M*-M*- at TP 2 saved at GTP = save ranks / 2, loaded at GTP = load ranks / 2 "
+        "(p = 32): the attention's linear_qkv (96 rows per TP rank) is padded to 128 under GTP 2";
+    if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need TP 2");
+    ModelDumpSpec save = real_model(ModelKind::hybrid, "M*-M*-", 2, 1),
+                  load = real_model(ModelKind::hybrid, "M*-M*-", 2, 1);
+    save.sizes.gtp = a / 2, load.sizes.gtp = b / 2;
+    save.config.pad_alignment = load.config.pad_alignment = 32;
+    return with_real_models(s, save, load);
+  }
+  return make_error(ErrorKind::invalid_argument, "unknown real scenario '" + name + "'");
+}
+
+}  // namespace
+
+Result<WorldScenario> seeded_real_world_scenario(std::uint64_t seed, std::int64_t a, std::int64_t b) {
+  if (!power_of_two_upto8(a) || !power_of_two_upto8(b))
+    return make_error(ErrorKind::invalid_argument, "save and load ranks must be 1, 2, 4 or 8");
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const std::int64_t save_pp = a >= 2 && pick(3) == 0 ? 2 : 1, load_pp = b >= 2 && pick(3) == 0 ? 2 : 1;
+  const std::int64_t gpt_layers = save_pp * (1 + pick(2));
+  // The hybrid pattern: gpt_layers attention + MLP pairs with Mamba layers between, split by pipes into
+  // load_pp stages that each hold at least one layer.
+  std::vector<std::string> units;
+  for (std::int64_t i = 0; i < gpt_layers; ++i) {
+    if (pick(2) == 0) units.push_back("M");
+    units.push_back("*-");
+  }
+  if (pick(2) == 0) units.push_back("M");
+  if (load_pp == 2 && units.size() < 2) units.push_back("M");
+  std::string pattern;
+  const std::size_t cut =
+      load_pp == 2 ? 1 + static_cast<std::size_t>(pick(static_cast<std::int64_t>(units.size()) - 1)) : units.size();
+  for (std::size_t i = 0; i < units.size(); ++i) pattern += (i == cut ? "|" : "") + units[i];
+  ModelDumpSpec save = real_model(ModelKind::gpt, "", a / save_pp, save_pp),
+                load = real_model(ModelKind::hybrid, pattern, b / load_pp, load_pp);
+  save.layers = gpt_layers;
+  const bool gated = pick(2) == 0, tied = pick(2) == 0, layer_norm = pick(3) == 0;
+  for (ModelDumpSpec* m : {&save, &load})
+    m->config.gated_mlp = gated, m->config.tied_embeddings = tied, m->config.layer_norm = layer_norm;
+  WorldScenario s;
+  s.name = "real_seed_" + std::to_string(seed);
+  s.kind = ScenarioKind::real_gpt_hybrid;
+  s.config = small_world_config();
+  s.description = "drawn from seed " + std::to_string(seed) + ": Megatron's GPTModel (" + std::to_string(gpt_layers) +
+                  " layers) -> HybridModel " + pattern + (gated ? ", SwiGLU" : "") + (tied ? ", tied" : "") +
+                  (layer_norm ? ", LayerNorm" : ", RMSNorm");
+  return with_real_models(s, save, load);
+}
+
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& name : shard_split_world_scenario_names())
@@ -227,6 +505,7 @@ Result<WorldScenario> make_world_scenario(const std::string& name, std::int64_t 
     return make_error(ErrorKind::invalid_argument, "save and load ranks must be in [1, 8]");
   if (!power_of_two_upto8(a) || !power_of_two_upto8(b))
     return cannot_lay_out(name, a, b, "the small model's dimensions (8 heads, 4 experts) divide by 1, 2, 4 or 8 ranks");
+  if (name.rfind("real_", 0) == 0) return make_real_world_scenario(name, a, b);
   WorldScenario s;
   s.name = name;
   s.config = small_world_config();
@@ -368,6 +647,28 @@ std::vector<Segment> window(const std::vector<Segment>& segs, std::int64_t first
   return out;
 }
 
+/// A GTP in_proj shard under the gather design: the reference factory's segments over the gathered
+/// (D, C) rows, and the (R, C) shard's rows, the window [g R, (g+1) R) of them (rows past D: padding,
+/// covered by no segment). `params.shard` is set here.
+struct GatheredShard {
+  std::vector<Segment> gathered, shard;
+  Shape shard_shape;
+  ShardedTensorFactory factory;  // the reference's gather factory
+};
+
+Result<GatheredShard> gathered_shard(GtpFactoryParams params) {
+  IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  params.shard = TensorValue::of_storage(1, {padding.shard_rows, params.cols});
+  IH_TRY_ASSIGN(factory, make_gtp_factory(GtpSaveDesign::gather, params));
+  IH_TRY_ASSIGN(gathered, factory_segments(factory));
+  GatheredShard out;
+  out.shard = window(gathered, params.gtp_rank * padding.shard_rows, padding.shard_rows);
+  out.gathered = std::move(gathered);
+  out.shard_shape = {padding.shard_rows, params.cols};
+  out.factory = std::move(factory);
+  return out;
+}
+
 struct GtpRank {
   std::vector<Segment> shard;  // the (R, C) shard's rows
   Shape shard_shape;
@@ -387,21 +688,20 @@ Result<GtpRank> gtp_rank(const GtpWorld& w, std::int64_t cols, std::int64_t rank
   params.pad_alignment = w.pad_alignment;
   params.cols = cols;
   params.replica_id = ReplicaId::tuple({0, 0, params.gtp_rank});  // rank in the GTP-inclusive dp_cp group
-  IH_TRY_ASSIGN(padding, gtp_padding_of(params));
-  params.shard = TensorValue::of_storage(1, {padding.shard_rows, cols});
   // The shard's rows are the gathered rows' window whatever the design saves; what each rank writes
   // is the design's: the gathered chunks (one main replica) or its own pieces (each GTP rank).
-  IH_TRY_ASSIGN(gathered, make_gtp_factory(GtpSaveDesign::gather, params));
-  IH_TRY_ASSIGN(full, factory_segments(gathered));
+  IH_TRY_ASSIGN(g, gathered_shard(params));
   GtpRank out;
-  out.shard = window(full, params.gtp_rank * padding.shard_rows, padding.shard_rows);
-  out.shard_shape = {padding.shard_rows, cols};
+  out.shard = g.shard;
+  out.shard_shape = g.shard_shape;
   if (w.design == GtpSaveDesign::gather) {
-    out.written = full;
-    out.main_replica = gathered.replica_id.is_main();
+    out.written = g.gathered;
+    out.main_replica = g.factory.replica_id.is_main();
     return out;
   }
   params.replica_id = ReplicaId::tuple({0, 0, 0});  // the shard's id: rank in the GTP-excluded DP group (DP = 1)
+  IH_TRY_ASSIGN(padding, gtp_padding_of(params));
+  params.shard = TensorValue::of_storage(1, {padding.shard_rows, cols});
   IH_TRY_ASSIGN(pieces, make_gtp_factory(GtpSaveDesign::shard_split, params));
   IH_TRY_ASSIGN(written, factory_segments(pieces));
   out.written = written;
@@ -511,13 +811,178 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
   return stats;
 }
 
+/// A real model's GTP-wrapped in_proj (spec 4.10): Megatron's sharded state dict holds a factory over
+/// the all-gathered (D, C) buffer, not the parameter, so the workers fill and dump the parameter itself,
+/// the (R, C) shard of that buffer zero-padded to p x G rows. The reference gives the shard's rows (its
+/// gather factory of the same layout, checked against the factory Megatron describes); nullopt for any
+/// other factory.
+Result<std::optional<GatheredShard>> real_gtp_in_proj(const ModelDumpSpec& m, std::int64_t rank,
+                                                      const ShardedTensorFactory& f) {
+  static constexpr std::string_view kInProj = ".mixer.in_proj.weight";
+  if (m.sizes.gtp == 1 || !f.key.ends_with(kInProj)) return std::optional<GatheredShard>();
+  IH_TRY_ASSIGN(l, rank_layout(m.sizes, rank));
+  const ModelConfig& c = m.config;
+  GtpFactoryParams p;
+  p.key = f.key;
+  p.tp_size = l.tp, p.tp_rank = l.tp_rank, p.gtp_size = l.gtp, p.gtp_rank = l.gtp_rank;
+  p.pad_alignment = c.pad_alignment, p.cols = c.hidden;
+  const std::int64_t d_inner = c.mamba_heads * c.mamba_head_dim / l.tp, heads = c.mamba_heads / l.tp,
+                     group_state = c.mamba_groups * c.mamba_state / l.tp;
+  // Both mixers save a GTP in_proj by the gather design here: the GDP mixer's [z|V*|K*|Q|b*|a] sections, the
+  // Mamba mixer's own.
+  if (c.ssm_mixer == "gdp") {
+    IH_TRY_ASSIGN(layout, gdp_in_proj_layout({d_inner, group_state, heads, c.gdp_householder}));
+    p.layout = layout, p.mixer = GtpMixer::gdp;
+  } else {
+    IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
+    p.layout = layout, p.mixer = GtpMixer::mamba;
+  }
+  IH_TRY_ASSIGN(g, gathered_shard(p));
+  IH_TRY_ASSIGN(described, factory_segments(f));
+  if (described != g.gathered)
+    return make_error(seam_kind::harness_error, "real GTP in_proj " + f.key + " on rank " + std::to_string(rank) +
+                                                    ": Megatron's gathered pieces are not the reference's (" +
+                                                    std::to_string(described.size()) + " vs " +
+                                                    std::to_string(g.gathered.size()) + " segments)");
+  return std::optional<GatheredShard>(std::move(g));
+}
+
+/// The reference model of a real GTP rank's layer with GTP unwrapped (GTP 1, the same TP, DP and PP
+/// coordinates): the TP-local tensors and factories (D rows) whose rows [g R, g R + r_g) the GTP shard holds.
+Result<std::vector<FlatEntry>> unwrapped_reference(const ModelDumpSpec& m, const RankLayout& l) {
+  ModelDumpSpec unwrapped = m;
+  unwrapped.sizes.gtp = 1;
+  const std::int64_t dp = data_parallel_size(m.sizes);
+  IH_TRY_ASSIGN(dict, model_state_dict(unwrapped, l.tp_rank + m.sizes.tp * (l.dp_rank + dp * l.pp_rank)));
+  return flatten(StateNode(dict));
+}
+
+/// The part of the unwrapped segments that GTP rank g's shard holds, rows [g R, g R + r_g) of the TP-local
+/// rows (spec 4.4), renumbered from the shard's row 0; its pad rows are covered by no segment (zero).
+std::vector<Segment> gtp_window(const std::vector<Segment>& unwrapped, const GtpPadding& padding,
+                                std::int64_t gtp_rank) {
+  const std::int64_t first = gtp_rank * padding.shard_rows, end = first + padding.real_rows(gtp_rank);
+  std::vector<Segment> out;
+  for (const Segment& s : unwrapped) {
+    const std::int64_t a = std::max(s.begin, first), b = std::min(s.begin + s.rows, end);
+    if (a >= b) continue;
+    Segment w = s;
+    w.begin = a - first, w.rows = b - a;
+    w.global_offset[static_cast<std::size_t>(s.prepend)] += a - s.begin;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+/// Whether two entries' global offsets agree on their first `prepended` axes (the layer and expert axes that
+/// tell apart a GPT's layers, which share one key).
+bool same_prepended(const Shape& a, const Shape& b, std::int64_t prepended) {
+  const auto n = static_cast<std::size_t>(prepended);
+  return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin());
+}
+
+Status require_shard_rows(const std::string& key, std::int64_t rank, std::int64_t shard, const GtpPadding& padding) {
+  if (padding.shard_rows == shard) return Ok{};
+  return make_error(seam_kind::harness_error, "GTP-wrapped " + key + " on rank " + std::to_string(rank) + ": " +
+                                                  std::to_string(shard) + " shard rows, the reference's padding of " +
+                                                  std::to_string(padding.rows) + " rows gives " +
+                                                  std::to_string(padding.shard_rows));
+}
+
+/// A real model's GTP-wrapped linear whose rows Megatron padded (allow_shape_mismatch): its entry is the
+/// padded (R, ...) shard at the composite offset of the padded global tensor, so the plan takes the
+/// shard's rows from the reference instead (gtp_window of the same key unwrapped). nullopt for an entry
+/// GTP did not wrap (its rows' fragmentation is the unwrapped one's) or did not pad.
+Result<std::optional<std::vector<Segment>>> real_gtp_padded_rows(const ModelDumpSpec& m, std::int64_t rank,
+                                                                 const ShardedTensor& t) {
+  using Rows = std::optional<std::vector<Segment>>;
+  if (m.sizes.gtp == 1 || !t.allow_shape_mismatch || t.local_shape.empty()) return Rows();
+  IH_TRY_ASSIGN(l, rank_layout(m.sizes, rank));
+  IH_TRY_ASSIGN(reference, unwrapped_reference(m, l));
+  const ShardedTensor* ref = nullptr;
+  for (const FlatEntry& e : reference)
+    if (const auto* rt = std::get_if<ShardedTensor>(&e.entry);
+        rt && rt->key == t.key && same_prepended(rt->global_offset, t.global_offset, t.prepend_axis_num))
+      ref = rt;
+  if (!ref)
+    return make_error(seam_kind::harness_error, "GTP-padded " + t.key + ": the reference model has no such tensor");
+  const auto axis = static_cast<std::size_t>(ref->prepend_axis_num);
+  const std::int64_t rows = ref->local_shape.empty() ? 1 : ref->local_shape[0], shard = t.local_shape[0];
+  const auto fragments = [axis](const ShardedTensor& x) {
+    return x.axis_fragmentations && axis < x.axis_fragmentations->size() ? (*x.axis_fragmentations)[axis] : 0;
+  };
+  const bool wrapped = fragments(t) == fragments(*ref) * l.gtp;  // GTP splits the rows G more ways
+  if (!wrapped || rows == l.gtp * shard) return Rows();          // Megatron's entry is the layout
+  IH_TRY_ASSIGN(padding, gtp_weight_padding(rows, l.gtp, m.config.pad_alignment));
+  IH_TRY_STATUS(require_shard_rows(t.key, rank, shard, padding));
+  return Rows(gtp_window({whole_tensor(*ref)}, padding, l.gtp_rank));
+}
+
+/// A real model's GTP-wrapped SwiGLU fc1 (weight or bias). Its
+/// parameter is the GTP shard of the TP-local [W; V], and Megatron's factory splits whatever parameter it
+/// is given, so its description of which rows are W and which V is not the oracle (finding S): the plan
+/// takes the shard's rows from the reference's factory of the same key unwrapped (gtp_window). nullopt
+/// where GTP did not wrap the factory (its rows are the TP-local ones).
+Result<std::optional<std::vector<Segment>>> real_gtp_factory_rows(const ModelDumpSpec& m, std::int64_t rank,
+                                                                  const ShardedTensorFactory& f) {
+  using Rows = std::optional<std::vector<Segment>>;
+  // The MLP's SwiGLU factories (fc1's weight and bias); the mixers' split factories are not over GTP shards.
+  if (m.sizes.gtp == 1 || f.data || !(f.key.ends_with(".linear_fc1.weight") || f.key.ends_with(".linear_fc1.bias")))
+    return Rows();
+  IH_TRY_ASSIGN(l, rank_layout(m.sizes, rank));
+  IH_TRY_ASSIGN(reference, unwrapped_reference(m, l));
+  IH_TRY_ASSIGN(pieces, factory_segments(f));
+  if (pieces.empty()) return make_error(seam_kind::harness_error, "GTP-wrapped factory " + f.key + " builds nothing");
+  const ShardedTensorFactory* ref = nullptr;
+  std::vector<Segment> unwrapped;
+  for (const FlatEntry& e : reference) {
+    const auto* rf = std::get_if<ShardedTensorFactory>(&e.entry);
+    if (!rf || rf->key != f.key || !rf->data) continue;
+    IH_TRY_ASSIGN(segs, factory_segments(*rf));
+    if (!segs.empty() &&
+        same_prepended(segs.front().global_offset, pieces.front().global_offset, pieces.front().prepend))
+      ref = rf, unwrapped = std::move(segs);
+  }
+  if (!ref)
+    return make_error(seam_kind::harness_error, "GTP-wrapped factory " + f.key + ": the reference model has none");
+  IH_TRY_ASSIGN(described, factory_local_shape(f));
+  const std::int64_t rows = ref->data->rows(), shard = described.empty() ? 1 : described[0];
+  if (shard == rows) return Rows();
+  IH_TRY_ASSIGN(padding, gtp_weight_padding(rows, l.gtp, m.config.pad_alignment));
+  IH_TRY_STATUS(require_shard_rows(f.key, rank, shard, padding));
+  return Rows(gtp_window(unwrapped, padding, l.gtp_rank));
+}
+
+/// A segment of the rows an entry holds before the retarget, moved to where the retarget put that entry
+/// (`post`, a segment of the retargeted entry): its key and prepended axes, the segment's own axes after
+/// its prepended ones (a retarget renames and prepends axes, nothing else).
+Segment retargeted_segment(const Segment& pre, const Segment& post) {
+  Segment out = pre;
+  out.key = post.key;
+  out.prepend = post.prepend;
+  const auto keep = static_cast<std::ptrdiff_t>(post.prepend), skip = static_cast<std::ptrdiff_t>(pre.prepend);
+  out.global_shape.assign(post.global_shape.begin(), post.global_shape.begin() + keep);
+  out.global_shape.insert(out.global_shape.end(), pre.global_shape.begin() + skip, pre.global_shape.end());
+  out.global_offset.assign(post.global_offset.begin(), post.global_offset.begin() + keep);
+  out.global_offset.insert(out.global_offset.end(), pre.global_offset.begin() + skip, pre.global_offset.end());
+  return out;
+}
+
 }  // namespace
 
-Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::filesystem::path& dir) {
+Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::filesystem::path& dir,
+                                            const RealModelEntries& real_entries) {
   if (s.kind == ScenarioKind::gdp_gtp) return write_gdp_gtp_scenario(s, dir);
-  IH_TRY_ASSIGN(maps, gpt_compatible_layer_maps(s.pattern));
-  const std::int64_t layers = maps.num_gpt_layers;
-  if (layers % s.save.pp != 0)
+  if (s.is_real() && !real_entries)
+    return make_error(seam_kind::harness_error, "scenario '" + s.name + "' needs the Megatron target's real models");
+  // The hybrid side is retargeted at the GPT checkpoint, except hybrid -> hybrid.
+  std::optional<GptCompatLayerMaps> maps;
+  if (s.kind != ScenarioKind::real_hybrid_hybrid) {
+    IH_TRY_ASSIGN(m, gpt_compatible_layer_maps(s.pattern));
+    maps = std::move(m);
+  }
+  const std::int64_t layers = maps ? maps->num_gpt_layers : 0;
+  if (!s.is_real() && layers % s.save.pp != 0)
     return make_error(ErrorKind::invalid_argument, "scenario '" + s.name + "': " + std::to_string(layers) +
                                                        " GPT layers do not split over PP=" + std::to_string(s.save.pp));
   ModelConfig config = s.config;
@@ -526,19 +991,53 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(seam_kind::harness_error, "cannot create " + dir.string() + ": " + ec.message());
+  // A rank's entries: Megatron's real model (as the target describes it), or the reference's synthetic one.
+  const auto rank_entries = [&](bool save_side, std::int64_t r) -> Result<std::vector<FlatEntry>> {
+    const std::string where = std::string(save_side ? "save" : "load") + " rank " + std::to_string(r);
+    if (s.is_real()) {
+      auto entries = real_entries(save_side ? s.real_save : s.real_load, r);
+      if (!entries.ok()) return entries.error().with_context("scenario '" + s.name + "', real model of " + where);
+      return entries;
+    }
+    const WorldLayout& w = save_side ? s.save : s.load;
+    const RankLayout l = w.rank_layout(r);
+    auto tree = save_side ? gpt_sharded_state_dict(config, layers, l, optimizer)
+                          : hybrid_sharded_state_dict(config, s.pattern, l, optimizer);
+    if (!tree.ok()) return tree.error().with_context("scenario '" + s.name + "', state dict of " + where);
+    std::vector<FlatEntry> entries = flatten(*tree);
+    set_dense_replicas(entries, w, l);
+    return entries;
+  };
+  // What the workers build: the real model of this rank (kinds real_*).
+  const auto real_model_json = [&](bool save_side, std::int64_t r) {
+    return s.is_real() ? json::model_dump_spec_to_json(save_side ? s.real_save : s.real_load, r) : Json();
+  };
 
   // Save world: entries, then the catalogue of GPT keys (ids from 1 in key order).
+  using Rows = std::optional<std::vector<Segment>>;
+  // A real GTP-padded linear of save (or load) rank r: its rows in the unpadded tensor (real_gtp_padded_rows).
+  const auto gtp_padded = [&](bool save_side, std::int64_t r, const ShardedTensor& t) {
+    return s.is_real() ? real_gtp_padded_rows(save_side ? s.real_save : s.real_load, r, t) : Result<Rows>(Rows());
+  };
+  // A real GTP-wrapped SwiGLU fc1 of save (or load) rank r: its rows in the TP-local [W; V] (real_gtp_factory_rows).
+  const auto gtp_factory = [&](bool save_side, std::int64_t r, const ShardedTensorFactory& f) {
+    return s.is_real() ? real_gtp_factory_rows(save_side ? s.real_save : s.real_load, r, f) : Result<Rows>(Rows());
+  };
+  // The segments of a tensor entry: the whole tensor, or a GTP-padded shard's real rows (none: all padding).
+  const auto tensor_segments = [&](bool save_side, std::int64_t r,
+                                   const ShardedTensor& t) -> Result<std::vector<Segment>> {
+    IH_TRY_ASSIGN(padded, gtp_padded(save_side, r, t));
+    return padded ? *padded : std::vector<Segment>{whole_tensor(t)};
+  };
   std::vector<std::vector<FlatEntry>> save_entries;
   std::map<std::string, Shape> gpt_shapes;
   for (std::int64_t r = 0; r < s.save.ranks(); ++r) {
-    const RankLayout l = s.save.rank_layout(r);
-    auto tree = gpt_sharded_state_dict(config, layers, l, optimizer);
-    if (!tree.ok())
-      return tree.error().with_context("scenario '" + s.name + "', GPT state dict of save rank " + std::to_string(r));
-    std::vector<FlatEntry> entries = flatten(*tree);
-    set_dense_replicas(entries, s.save, l);
+    IH_TRY_ASSIGN(entries, rank_entries(true, r));
     for (const FlatEntry& e : entries) {
-      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) gpt_shapes.emplace(t->key, t->global_shape);
+      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
+        IH_TRY_ASSIGN(segs, tensor_segments(true, r, *t));  // none: all padding, another rank names the shape
+        if (!segs.empty()) gpt_shapes.emplace(t->key, segs.front().global_shape);
+      }
       if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
         IH_TRY_ASSIGN(segs, factory_segments(*f));
         for (const Segment& seg : segs) gpt_shapes.emplace(seg.key, seg.global_shape);
@@ -549,6 +1048,12 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   std::map<std::string, std::int64_t> key_id;
   Json catalogue_keys = Json::array();
   for (const auto& [key, shape] : gpt_shapes) {
+    if (numel(shape) >= (std::int64_t{1} << kOracleKeyShift))
+      return make_error(seam_kind::unsupported, "scenario '" + s.name + "': key " + key + " has " +
+                                                    std::to_string(numel(shape)) +
+                                                    " elements, more than the oracle's "
+                                                    "index bits (2^" +
+                                                    std::to_string(kOracleKeyShift) + ") can name");
     key_id[key] = static_cast<std::int64_t>(key_id.size()) + 1;
     catalogue_keys.push_back(Json{{"id", key_id[key]}, {"key", key}, {"global_shape", shape}});
   }
@@ -564,30 +1069,64 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       return make_error(seam_kind::harness_error, "key '" + key + "' is not in the GPT catalogue");
     return it->second;
   };
+  // A real GTP in_proj of save (or load) rank r: its parameter's rows (real_gtp_in_proj).
+  const auto gtp_in_proj = [&](bool save_side, std::int64_t r, const ShardedTensorFactory& f) {
+    return s.is_real() ? real_gtp_in_proj(save_side ? s.real_save : s.real_load, r, f)
+                       : Result<std::optional<GatheredShard>>(std::optional<GatheredShard>());
+  };
+  // The rows a factory's parameter holds, before any retarget: a real GTP in_proj's or SwiGLU fc1's from the
+  // reference, any other factory's as it builds them; and the GTP shard's shape where the parameter is not
+  // the factory's data (the in_proj, whose factory is over the gathered buffer).
+  struct FactoryRows {
+    std::vector<Segment> segments;
+    std::optional<Shape> gtp_param;
+    bool gtp_window = false;  // a SwiGLU fc1's window: the retarget moves it like the factory's own pieces
+  };
+  const auto factory_rows = [&](bool save_side, std::int64_t r, const ShardedTensorFactory& f) -> Result<FactoryRows> {
+    IH_TRY_ASSIGN(in_proj, gtp_in_proj(save_side, r, f));
+    if (in_proj) return FactoryRows{in_proj->shard, in_proj->shard_shape, false};
+    IH_TRY_ASSIGN(window, gtp_factory(save_side, r, f));
+    if (window) return FactoryRows{*window, std::nullopt, true};
+    IH_TRY_ASSIGN(built, factory_segments(f));
+    return FactoryRows{built, std::nullopt, false};
+  };
   for (std::size_t r = 0; r < save_entries.size(); ++r) {
-    Json fill = Json::object(), objects = Json::object();
+    // gtp_params: the paths whose segments fill the model's parameter (a GTP shard of this shape), not
+    // the sharded state dict's tensor.
+    Json fill = Json::object(), objects = Json::object(), gtp_params = Json::object(), reference_rows = Json::array();
     for (const FlatEntry& e : save_entries[r]) {
       if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
         IH_TRY_ASSIGN(id, id_of(t->key));
-        fill[e.path] = Json::array({segment_json(whole_tensor(*t), id)});
+        IH_TRY_ASSIGN(segs, tensor_segments(true, static_cast<std::int64_t>(r), *t));
+        fill[e.path] = Json::array();
+        for (const Segment& seg : segs) fill[e.path].push_back(segment_json(seg, id));
         if (t->is_main_replica()) writers[{t->key, t->global_offset}].push_back(static_cast<std::int64_t>(r));
       } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
-        IH_TRY_ASSIGN(segs, factory_segments(*f));
+        IH_TRY_ASSIGN(segs, factory_segments(*f));  // the chunks Megatron's save writes
+        IH_TRY_ASSIGN(rows, factory_rows(true, static_cast<std::int64_t>(r), *f));
         Json list = Json::array();
-        for (const Segment& seg : segs) {
+        for (const Segment& seg : rows.segments) {
           IH_TRY_ASSIGN(id, id_of(seg.key));
           list.push_back(segment_json(seg, id));
         }
         fill[e.path] = list;
-        if (f->replica_id.is_main())
+        if (rows.gtp_param) gtp_params[e.path] = *rows.gtp_param;
+        if (rows.gtp_window) reference_rows.push_back(e.path);
+        IH_TRY_ASSIGN(main, factory_is_main(*f));
+        if (main)
           for (const Segment& seg : segs) writers[{seg.key, seg.global_offset}].push_back(static_cast<std::int64_t>(r));
       } else if (const auto* o = std::get_if<ShardedObject>(&e.entry)) {
         objects[e.path] = "oracle-object|" + o->key + "|" + offset_text(o->global_offset);
       }
     }
-    IH_TRY_STATUS(
-        write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
-                   Json{{"entries", json::entries_to_json(save_entries[r])}, {"fill", fill}, {"objects", objects}}));
+    IH_TRY_STATUS(write_json(dir / ("save_rank_" + std::to_string(r) + ".json"),
+                             Json{{"kind", to_string(s.kind)},
+                                  {"model", real_model_json(true, static_cast<std::int64_t>(r))},
+                                  {"entries", json::entries_to_json(save_entries[r])},
+                                  {"fill", fill},
+                                  {"gtp_params", gtp_params},
+                                  {"reference_rows", reference_rows},
+                                  {"objects", objects}}));
   }
   Json expected_writers = Json::array();
   for (const auto& [chunk, ranks] : writers) {
@@ -604,22 +1143,19 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   std::map<std::string, std::vector<char>> covered;  // GPT key -> which global elements some rank reads
   for (const auto& [key, shape] : gpt_shapes) covered[key].assign(static_cast<std::size_t>(numel(shape)), 0);
   for (std::int64_t r = 0; r < s.load.ranks(); ++r) {
-    const RankLayout l = s.load.rank_layout(r);
-    auto tree = hybrid_sharded_state_dict(config, s.pattern, l, optimizer);
-    if (!tree.ok())
-      return tree.error().with_context("scenario '" + s.name + "', hybrid state dict of load rank " +
-                                       std::to_string(r));
-    std::vector<FlatEntry> entries = flatten(*tree);
-    set_dense_replicas(entries, s.load, l);
+    IH_TRY_ASSIGN(entries, rank_entries(false, r));
     IH_TRY_ASSIGN(retargeted_tree, unflatten(entries));
-    if (auto st = retarget_sharded_state_dict(retargeted_tree, maps); !st.ok())
-      return st.error().with_context("scenario '" + s.name + "', reference retarget of load rank " + std::to_string(r));
+    if (maps)
+      if (auto st = retarget_sharded_state_dict(retargeted_tree, *maps); !st.ok())
+        return st.error().with_context("scenario '" + s.name + "', reference retarget of load rank " +
+                                       std::to_string(r));
     const std::vector<FlatEntry> retargeted = flatten(retargeted_tree);
     std::map<std::string, const Leaf*> after;
     for (const FlatEntry& e : retargeted) after[e.path] = &e.entry;
 
-    Json prefill = Json::object(), objects = Json::object(), oracle_tensors = Json::array(),
-         oracle_objects = Json::array(), oracle_plain = Json::array();
+    Json prefill = Json::object(), objects = Json::object(), gtp_params = Json::object(),
+         reference_rows = Json::array(), oracle_tensors = Json::array(), oracle_objects = Json::array(),
+         oracle_plain = Json::array();
     for (const FlatEntry& e : entries) {
       const Leaf* post = after.count(e.path) ? after[e.path] : nullptr;
       const bool fresh = post && std::holds_alternative<LocalNonpersistent>(*post) &&
@@ -636,37 +1172,49 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       };
       if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
         Json segs;
+        IH_TRY_ASSIGN(padded, gtp_padded(false, r, *t));
+        IH_TRY_ASSIGN(pre_segs, tensor_segments(false, r, *t));
         if (fresh) {
-          segs = fresh_segments({whole_tensor(*t)});
+          segs = fresh_segments(pre_segs);
           prefill[e.path] = segs;
         } else {
           const auto* pt = post ? std::get_if<ShardedTensor>(post) : nullptr;
           if (!pt) return make_error(seam_kind::harness_error, "reference retarget dropped " + e.path);
           IH_TRY_ASSIGN(id, id_of(pt->key));
-          segs = Json::array({segment_json(whole_tensor(*pt), id)});
+          segs = Json::array();
+          for (const Segment& seg : padded ? pre_segs : std::vector<Segment>{whole_tensor(*pt)})
+            segs.push_back(segment_json(padded ? retargeted_segment(seg, whole_tensor(*pt)) : seg, id));
           prefill[e.path] = "sentinel";
         }
         oracle_tensors.push_back(
             Json{{"path", e.path}, {"local_shape", t->local_shape}, {"segments", segs}, {"fresh", fresh}});
       } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
         Json segs;
+        IH_TRY_ASSIGN(rows, factory_rows(false, r, *f));
         if (fresh) {
-          IH_TRY_ASSIGN(pre_segs, factory_segments(*f));
-          segs = fresh_segments(pre_segs);
+          segs = fresh_segments(rows.segments);
           prefill[e.path] = segs;
         } else {
           const auto* pf = post ? std::get_if<ShardedTensorFactory>(post) : nullptr;
           if (!pf) return make_error(seam_kind::harness_error, "reference retarget dropped factory " + e.path);
+          if (rows.gtp_param && pf->key != f->key)
+            return make_error(seam_kind::unsupported, "the GTP in_proj " + f->key + " retargeted to " + pf->key);
           IH_TRY_ASSIGN(post_segs, factory_segments(*pf));
+          if (rows.gtp_window && post_segs.empty())
+            return make_error(seam_kind::harness_error, "reference retarget built nothing of factory " + e.path);
           segs = Json::array();
-          for (const Segment& seg : post_segs) {
+          for (const Segment& pre : rows.gtp_window || rows.gtp_param ? rows.segments : post_segs) {
+            const Segment seg = rows.gtp_window ? retargeted_segment(pre, post_segs.front()) : pre;
             IH_TRY_ASSIGN(id, id_of(seg.key));
             segs.push_back(segment_json(seg, id));
           }
           prefill[e.path] = "sentinel";
         }
+        IH_TRY_ASSIGN(local_shape, factory_local_shape(*f));
+        if (rows.gtp_param) gtp_params[e.path] = local_shape = *rows.gtp_param;
+        if (rows.gtp_window) reference_rows.push_back(e.path);
         oracle_tensors.push_back(
-            Json{{"path", e.path}, {"local_shape", factory_local_shape(*f)}, {"segments", segs}, {"fresh", fresh}});
+            Json{{"path", e.path}, {"local_shape", local_shape}, {"segments", segs}, {"fresh", fresh}});
       } else if (const auto* o = std::get_if<ShardedObject>(&e.entry)) {
         const std::string pre = "hybrid-preload|" + o->key + "|" + offset_text(o->global_offset);
         objects[e.path] = pre;
@@ -711,9 +1259,13 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       }
     }
     const std::string rank = std::to_string(r);
-    IH_TRY_STATUS(
-        write_json(dir / ("load_rank_" + rank + ".json"),
-                   Json{{"entries", json::entries_to_json(entries)}, {"prefill", prefill}, {"objects", objects}}));
+    IH_TRY_STATUS(write_json(dir / ("load_rank_" + rank + ".json"), Json{{"kind", to_string(s.kind)},
+                                                                         {"model", real_model_json(false, r)},
+                                                                         {"entries", json::entries_to_json(entries)},
+                                                                         {"prefill", prefill},
+                                                                         {"gtp_params", gtp_params},
+                                                                         {"reference_rows", reference_rows},
+                                                                         {"objects", objects}}));
     IH_TRY_STATUS(write_json(
         dir / ("oracle_rank_" + rank + ".json"),
         Json{{"rank", r}, {"tensors", oracle_tensors}, {"objects", oracle_objects}, {"plain", oracle_plain}}));

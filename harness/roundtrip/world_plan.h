@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "harness/roundtrip/oracle_encoding.h"
 #include "models/checkpoint_model.h"
 #include "models/gtp_layout.h"
+#include "models/model_state_dict.h"
 #include "models/result.h"
 #include "models/synthetic_model.h"
 
@@ -24,10 +26,11 @@ namespace ih {
 
 /// One world's layout: world rank r = ((dp_rank * pp + pp_rank) * ep + ep_rank) * tp + tp_rank.
 /// Experts shard over ep with expert TP = tp; dense entries are replicated over ep x dp (their
-/// replica id's DP coordinate is dp_rank * ep + ep_rank), experts over dp.
+/// replica id's DP coordinate is dp_rank * ep + ep_rank), experts over dp. gtp > 1 only for a real
+/// model's world (kinds real_*), whose ranks the target's model decomposes (rank_layout does not).
 struct WorldLayout {
-  std::int64_t tp = 1, pp = 1, ep = 1, dp = 1;
-  std::int64_t ranks() const { return tp * pp * ep * dp; }
+  std::int64_t tp = 1, pp = 1, ep = 1, dp = 1, gtp = 1;
+  std::int64_t ranks() const { return tp * gtp * pp * ep * dp; }
   std::string text() const;
   RankLayout rank_layout(std::int64_t world_rank) const;
 };
@@ -44,9 +47,24 @@ struct GtpWorld {
 enum class ScenarioKind {
   gpt_hybrid,  // a GPT model's state, loaded into the retargeted hybrid model
   gdp_gtp,     // the GDP mixer's in_proj under GTP, saved with the gather design
+  /// Megatron's own GPTModel (saved) and HybridModel (loaded, retargeted), built by the workers
+  /// (`roundtrip --real`): their state dicts are Megatron's, not the reference's synthetic ones.
+  real_gpt_hybrid,
+  real_hybrid_hybrid,  // Megatron's own HybridModel saved and loaded across world sizes (no retarget)
 };
-/// The plan's word for a kind: "gpt_hybrid", "gdp_gtp" (the one name table).
+/// The plan's word for a kind: "gpt_hybrid", "gdp_gtp", "real_gpt_hybrid", "real_hybrid_hybrid".
 std::string_view to_string(ScenarioKind kind);
+
+/// Which of Megatron's entry points a real scenario's worlds call (the plan's "load_path").
+enum class LoadPath {
+  /// dist_checkpointing.save / load; the worker retargets with Megatron's layer maps and calls load_state_dict.
+  dist_checkpointing,
+  /// megatron.training.checkpointing.save_checkpoint / load_checkpoint under Megatron's parsed args: its own
+  /// GPT -> hybrid setup (`_maybe_setup_gpt_to_hybrid_load`) retargets, and it loads the model itself.
+  training,
+};
+/// The plan's word for a load path: "dist_checkpointing", "training".
+std::string_view to_string(LoadPath path);
 
 /// The plan's word for how the load world reads, which the workers act on: "serialization_load"
 /// (Megatron's dist_checkpointing.load) or "to_state_dict" (each rank's local checkpoint merged by
@@ -66,9 +84,14 @@ struct WorldScenario {
   std::string description;
   std::string pattern = "M*-M*-";  // the hybrid model that loads
   bool gated = false;              // SwiGLU fc1 (a ShardedTensorFactory on both sides)
-  bool optimizer = false;          // model-space optimizer states (exp_avg, exp_avg_sq, fp32_param)
+  bool optimizer = false;          // model-space optimizer states (real kinds: the FP32Optimizer's moments)
   ModelConfig config;
   WorldLayout save, load;
+  /// The real models (kinds real_*): what each side's workers build, and what the plan asks the
+  /// Megatron target to describe (its `model dump`); save and load mirror their sizes for the text.
+  ModelDumpSpec real_save, real_load;
+  LoadPath load_path = LoadPath::dist_checkpointing;  // kinds real_* (the others call dist_checkpointing)
+  bool is_real() const { return kind == ScenarioKind::real_gpt_hybrid || kind == ScenarioKind::real_hybrid_hybrid; }
   /// The save (or load) world's layout in words (TP/PP/EP/DP, or TP/GTP/p for gdp_gtp).
   std::string layout_text(bool save_side) const;
 };
@@ -81,6 +104,15 @@ std::vector<std::string> gtp_world_scenario_names();
 /// Scenarios of the shard-split save design (spec 4.7), for `--all --candidate shard-split`: shard-split
 /// on both sides, and cross-loads between it and the gather design in both directions.
 std::vector<std::string> shard_split_world_scenario_names();
+
+/// The real-model scenarios (`roundtrip --real --all`): Megatron's GPTModel and HybridModel built by the
+/// workers on CPU, at layouts that fit the world sizes.
+std::vector<std::string> real_world_scenario_names();
+
+/// Real-model scenarios that reproduce a Megatron finding (only with --scenario, so `--real --all` stays a
+/// regression check that passes): the gate's real tier runs them beside the others, pinned by their
+/// findings (corpus/findings), so a Megatron that fixes one, or breaks it differently, shows.
+std::vector<std::string> real_finding_scenario_names();
 
 /// Without --candidate: the shard-split scenarios, reported as not run (never passed). name -> reason.
 std::vector<std::pair<std::string, std::string>> world_scenarios_not_run();
@@ -99,6 +131,14 @@ Result<WorldScenario> custom_world_scenario(const std::string& pattern, const Wo
 /// x DP, reproducible from the seed alone.
 Result<WorldScenario> seeded_world_scenario(std::uint64_t seed, std::int64_t save_ranks, std::int64_t load_ranks);
 
+/// A real model scenario drawn from `seed` (`roundtrip --real --seed S`): pattern, gated/tied/norm and both
+/// worlds' TP x PP x DP, reproducible from the seed alone.
+Result<WorldScenario> seeded_real_world_scenario(std::uint64_t seed, std::int64_t save_ranks, std::int64_t load_ranks);
+
+/// One rank's sharded state dict of a real model, as the Megatron target describes it (its
+/// `model_state_dict` seam operation): the plan of a real scenario is computed from these.
+using RealModelEntries = std::function<Result<std::vector<FlatEntry>>(const ModelDumpSpec&, std::int64_t rank)>;
+
 /// What write_world_scenario computed.
 struct WorldPlanStats {
   std::int64_t gpt_keys = 0;            // tensor keys the save world writes
@@ -113,12 +153,15 @@ std::string scenario_dir(const std::string& name);
 
 /// The run's plan.json for the workers: the device, the oracle's encoding ({"key_shift": kOracleKeyShift},
 /// the one definition, oracle_encoding.h) and one object per scenario (name, kind, dir, pattern,
-/// load_order, save and load layouts in words).
+/// load_order, load_path, save and load layouts in words).
 Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, std::string_view device);
 
 /// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in
 /// the flat entry JSON plus fill/prefill segments and object strings), oracle_rank_<r>.json (the
 /// verifier's expectation per loaded path), catalogue.json (key ids, shapes, expected writers).
-Result<WorldPlanStats> write_world_scenario(const WorldScenario& scenario, const std::filesystem::path& dir);
+/// Real scenarios need `real_entries` (else harness_error): the entries Megatron's models give, whose
+/// paths the workers fill and dump, and the reference retarget of the real hybrid entries as the oracle.
+Result<WorldPlanStats> write_world_scenario(const WorldScenario& scenario, const std::filesystem::path& dir,
+                                            const RealModelEntries& real_entries = {});
 
 }  // namespace ih

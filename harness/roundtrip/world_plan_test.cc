@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -251,13 +252,14 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ((*plan)["device"], "cpu");
   EXPECT_EQ((*plan)["oracle"], (Json{{"key_shift", kOracleKeyShift}}));
-  EXPECT_EQ(kOracleKeyShift, 40);  // the workers' and the verifier's reading of old checkpoints
+  EXPECT_EQ(kOracleKeyShift, 24);  // float64 parameters of real models hold every value exactly
   const Json& list = (*plan)["scenarios"];
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0]["name"], "gpt_hybrid_tp");
   EXPECT_EQ(list[0]["kind"], "gpt_hybrid");
   EXPECT_EQ(list[0]["dir"], "s_gpt_hybrid_tp");
   EXPECT_EQ(list[0]["load_order"], "serialization_load");
+  EXPECT_EQ(list[0]["load_path"], "dist_checkpointing");
   EXPECT_EQ(list[0]["save"], "TP=2 PP=1 (2 ranks)");
   EXPECT_EQ(list[1]["kind"], "gdp_gtp");
   EXPECT_EQ(list[1]["load_order"], "to_state_dict");
@@ -269,6 +271,336 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().kind, ErrorKind::invalid_argument);
   EXPECT_TRUE(contains(refused.error().message, "to_state_dict_fixed")) << refused.error().message;
+}
+
+/// A stand-in for the Megatron target's `model dump` (no Megatron here): the reference's entries of the
+/// rank, sent through the dump's JSON (no tensor data), so factories arrive as a real model's do, built
+/// pieces only. Counts the ranks it was asked for.
+struct DescribedByReference {
+  std::shared_ptr<std::int64_t> calls = std::make_shared<std::int64_t>(0);
+  Result<std::vector<FlatEntry>> operator()(const ModelDumpSpec& spec, std::int64_t rank) const {
+    ++*calls;
+    IH_TRY_ASSIGN(dict, model_state_dict(spec, rank));
+    return json::entries_from_json(json::dump_entries_to_json(flatten(StateNode(dict))));
+  }
+};
+
+/// Megatron's replica ids under GTP (make_sharded_tensors_for_checkpoint_with_gtp_remat; the gathered
+/// in_proj): a replicated entry's DP coordinate is the rank in the GTP-inclusive dp_cp group, g + G x d,
+/// where the reference's synthetic model keeps d (its model does not GTP-wrap the plain linears). Every
+/// replica_id of the dump JSON (built pieces too) is rewritten so, on a GTP world; the rest is the reference's.
+struct DescribedAsMegatronUnderGtp {
+  Result<std::vector<FlatEntry>> operator()(const ModelDumpSpec& spec, std::int64_t rank) const {
+    IH_TRY_ASSIGN(dict, model_state_dict(spec, rank));
+    IH_TRY_ASSIGN(l, rank_layout(spec.sizes, rank));
+    Json dumped = json::dump_entries_to_json(flatten(StateNode(dict)));
+    const std::function<void(Json&)> walk = [&](Json& j) {
+      if (j.is_object()) {
+        for (auto& [k, v] : j.items()) {
+          if (k == "replica_id" && v.is_array() && !v.empty() && v.back() == l.dp_rank && spec.sizes.gtp > 1)
+            v.back() = l.gtp_rank + spec.sizes.gtp * l.dp_rank;
+          else
+            walk(v);
+        }
+      } else if (j.is_array()) {
+        for (Json& v : j) walk(v);
+      }
+    };
+    walk(dumped);
+    return json::entries_from_json(dumped);
+  }
+};
+
+/// DescribedAsMegatronUnderGtp with `edit` applied to each entry of a GTP rank's dump JSON: how Megatron
+/// describes what the reference does not model (a padded shard, the SwiGLU pieces of finding S).
+RealModelEntries described_under_gtp_edited(std::function<void(Json& entry, const RankLayout&)> edit) {
+  return [edit](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    IH_TRY_ASSIGN(entries, DescribedAsMegatronUnderGtp{}(spec, rank));
+    if (spec.sizes.gtp == 1) return entries;
+    IH_TRY_ASSIGN(l, rank_layout(spec.sizes, rank));
+    Json dumped = json::dump_entries_to_json(entries);
+    for (Json& item : dumped) edit(item["entry"], l);
+    return json::entries_from_json(dumped);
+  };
+}
+
+TEST(WorldPlan, RealScenariosArePlannedFromTheDescribedModelsAndReadEverySavedElement) {
+  for (const std::string& name : real_world_scenario_names())
+    for (const auto& [a, b] : {std::pair{4, 2}, std::pair{2, 4}}) {
+      auto s = make_world_scenario(name, a, b);
+      ASSERT_TRUE(s.ok()) << name << ": " << s.error().message;
+      EXPECT_TRUE(s->is_real());
+      EXPECT_EQ(s->save.ranks(), a);
+      EXPECT_EQ(s->load.ranks(), b);
+      TempDir dir;
+      if (s->real_save.sizes.gtp > 1 || s->real_load.sizes.gtp > 1) {  // planned as under Megatron's ids
+        auto stats = write_world_scenario(*s, dir.path, DescribedAsMegatronUnderGtp{});
+        ASSERT_TRUE(stats.ok()) << name << ": " << stats.error().message;
+        EXPECT_EQ(stats->uncovered_elements, 0) << name;
+        continue;
+      }
+      DescribedByReference describe;
+      auto stats = write_world_scenario(*s, dir.path, describe);
+      ASSERT_TRUE(stats.ok()) << name << ": " << stats.error().message;
+      EXPECT_EQ(*describe.calls, a + b) << name;
+      EXPECT_GT(stats->expected_elements, 0) << name;
+      EXPECT_EQ(stats->uncovered_elements, 0) << name;
+      const Json save0 = read_json(dir.path / "save_rank_0.json");
+      EXPECT_EQ(save0["kind"], std::string(to_string(s->kind)));
+      EXPECT_EQ(save0["model"]["rank"], 0);
+    }
+  // A factory without data (a real one) lays its built tensors' rows one after the other.
+  auto swiglu = make_world_scenario("real_gpt_hybrid_swiglu_tied", 2, 1);
+  ASSERT_TRUE(swiglu.ok());
+  TempDir dir;
+  ASSERT_TRUE(write_world_scenario(*swiglu, dir.path, DescribedByReference{}).ok());
+  const Json fc1 = read_json(dir.path / "save_rank_0.json")["fill"]["model.decoder.layers.0.mlp.linear_fc1.weight"];
+  ASSERT_EQ(fc1.size(), 2u) << fc1.dump();
+  EXPECT_EQ(fc1[0][0], 0);
+  EXPECT_EQ(fc1[1][0], fc1[0][1]);  // the second piece starts where the first ends
+  // Without the target's description a real scenario cannot be planned: a harness error, never a guess.
+  const auto refused = write_world_scenario(*swiglu, dir.path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, seam_kind::harness_error);
+}
+
+TEST(WorldPlan, RealOptimizerMomentsAreFilledAndRetargetedLikeTheirWeights) {
+  auto s = make_world_scenario("real_gpt_hybrid_optimizer", 2, 1);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->real_save.optimizer && s->real_load.optimizer);
+  EXPECT_EQ(s->real_save.optimizer_kind, OptimizerKind::fp32);  // the optimizer float64 parameters can have
+  TempDir dir;
+  ASSERT_TRUE(write_world_scenario(*s, dir.path, DescribedByReference{}).ok());
+  // The save ranks fill Adam's moments as they fill the weights.
+  const Json save0 = read_json(dir.path / "save_rank_0.json");
+  std::int64_t moments = 0;
+  for (const auto& [path, segments] : save0["fill"].items()) {
+    if (path.rfind("optimizer.", 0) != 0) continue;
+    ++moments;
+    EXPECT_FALSE(segments.empty()) << path;
+  }
+  EXPECT_GT(moments, 0);
+  // The load rank expects the GPT's moments in the hybrid's attention and MLP layers and keeps its Mamba
+  // layers' moments fresh, exactly as for their weights.
+  std::map<std::int64_t, std::string> key_of;
+  const Json catalogue = read_json(dir.path / "catalogue.json");
+  for (const Json& k : catalogue["keys"]) key_of[k["id"].get<std::int64_t>()] = k["key"].get<std::string>();
+  std::int64_t loaded_moments = 0, fresh_moments = 0;
+  const Json oracle = read_json(dir.path / "oracle_rank_0.json");
+  for (const Json& t : oracle["tensors"]) {
+    const std::string path = t["path"];
+    if (path.rfind("optimizer.", 0) != 0) continue;
+    if (t["fresh"].get<bool>()) {
+      ++fresh_moments;
+      continue;
+    }
+    ++loaded_moments;
+    for (const Json& seg : t["segments"]) {
+      const std::string key = key_of[seg[2].get<std::int64_t>()];
+      EXPECT_EQ(key.rfind("optimizer.state.exp_avg", 0), 0u) << path << " reads " << key;
+    }
+  }
+  EXPECT_GT(loaded_moments, 0);
+  EXPECT_GT(fresh_moments, 0);  // M*-M*-: the Mamba layers' moments
+}
+
+TEST(WorldPlan, RealGtpInProjIsFilledAndCheckedOnTheParametersShard) {
+  // HybridModel M*-M*- at TP 1: the Mamba in_proj has D = 2 x 64 + 2 x 64 + 8 = 264 rows of 64 columns;
+  // at p = 16 it pads to 320 over GTP 4 (R = 80) and to 288 over GTP 2 (R = 144).
+  auto s = make_world_scenario("real_hybrid_hybrid_gtp", 4, 2);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->save.text(), "TP=1 PP=1 GTP=4 (4 ranks)");
+  TempDir dir;
+  ASSERT_TRUE(write_world_scenario(*s, dir.path, DescribedAsMegatronUnderGtp{}).ok());
+  const std::string in_proj = "model.decoder.layers.0.mixer.in_proj.weight";
+  const auto rows_of = [](const Json& segments) {
+    std::int64_t rows = 0, next = 0;
+    for (const Json& seg : segments) {
+      EXPECT_EQ(seg[0], next) << segments.dump();  // contiguous from row 0: the pad rows are the tail
+      next = seg[0].get<std::int64_t>() + seg[1].get<std::int64_t>();
+      rows += seg[1].get<std::int64_t>();
+    }
+    return rows;
+  };
+  for (std::int64_t r = 0; r < 4; ++r) {  // save: the parameter's shard, its real rows 80, 80, 80, 24
+    const Json plan = read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"));
+    EXPECT_EQ(plan["gtp_params"][in_proj], Json::array({80, 64})) << r;
+    EXPECT_EQ(rows_of(plan["fill"][in_proj]), r < 3 ? 80 : 24) << r;
+    EXPECT_FALSE(plan["gtp_params"].contains("model.decoder.layers.0.mixer.conv1d_weight"));
+  }
+  for (std::int64_t r = 0; r < 2; ++r) {  // load: every row of the (144, 64) shard checked, 144 and 120 real
+    const Json plan = read_json(dir.path / ("load_rank_" + std::to_string(r) + ".json"));
+    EXPECT_EQ(plan["gtp_params"][in_proj], Json::array({144, 64})) << r;
+    EXPECT_EQ(plan["prefill"][in_proj], "sentinel");
+    const Json oracle = read_json(dir.path / ("oracle_rank_" + std::to_string(r) + ".json"));
+    bool found = false;
+    for (const Json& t : oracle["tensors"])
+      if (t["path"] == in_proj) {
+        found = true;
+        EXPECT_EQ(t["local_shape"], Json::array({144, 64}));
+        EXPECT_EQ(rows_of(t["segments"]), r == 0 ? 144 : 120) << r;
+        EXPECT_EQ(t["segments"][0][4][0], r == 0 ? 0 : 144 - 128) << t["segments"].dump();  // B starts at row 128
+      }
+    EXPECT_TRUE(found) << r;
+  }
+  // The reference factory and the factory Megatron describes must agree, else a harness error.
+  const auto different = [](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    ModelDumpSpec other = spec;
+    other.config.mamba_state = 4;  // B and C of 32 rows, not 64
+    return DescribedAsMegatronUnderGtp{}(other, rank);
+  };
+  const auto refused = write_world_scenario(*s, dir.path, different);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, seam_kind::harness_error) << refused.error().message;
+  EXPECT_TRUE(contains(refused.error().message, "gathered pieces are not the reference's")) << refused.error().message;
+}
+
+TEST(WorldPlan, RealGtpPaddedLinearIsCheckedOnTheUnpaddedRows) {
+  // HybridModel M*-M*- at TP 2 x GTP 2, p = 32: the qkv's 96 rows per TP rank pad to 128 (R = 64), so
+  // Megatron describes it as a (64, 64) shard at composite offset (t G + g) x 64 of 256 rows,
+  // allow_shape_mismatch (as `model dump --target megatron` does; the reference's model does not wrap it).
+  auto s = make_world_scenario("real_hybrid_hybrid_gtp_tp2", 4, 2);  // saved at GTP 2, loaded at GTP 1
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  // Attention and MLP only: the reference keeps the unwrapped in_proj a plain tensor (spec addendum I).
+  s->real_save.pattern = s->real_load.pattern = s->pattern = "*-*-";
+  const auto padded_qkv = described_under_gtp_edited([](Json& e, const RankLayout& l) {
+    if (e["kind"] != "tensor" || !e["key"].get<std::string>().ends_with("linear_qkv.weight")) return;
+    e["local_shape"][0] = 64;
+    e["global_shape"][0] = 64 * l.tp * l.gtp;
+    e["global_offset"][0] = 64 * (l.tp_rank * l.gtp + l.gtp_rank);
+    e["axis_fragmentations"][0] = l.tp * l.gtp;
+    e["allow_shape_mismatch"] = true;
+  });
+  TempDir dir;
+  auto stats = write_world_scenario(*s, dir.path, padded_qkv);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->uncovered_elements, 0);
+  const std::string qkv = "model.decoder.layers.0.self_attention.linear_qkv.weight";
+  // Save rank t + 2 g fills real rows 64, 64, 32, 32 of the (64, 64) shard from unpadded rows t x 96 + g x 64;
+  // the 32 pad rows of g = 1 stay 0 (no segment).
+  const std::int64_t want_rows[] = {64, 64, 32, 32}, want_offset[] = {0, 96, 64, 160};
+  for (std::int64_t r = 0; r < 4; ++r) {
+    const Json segs = read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"))["fill"][qkv];
+    ASSERT_EQ(segs.size(), 1u) << segs.dump();
+    EXPECT_EQ(segs[0][0], 0) << r;
+    EXPECT_EQ(segs[0][1], want_rows[r]) << r;
+    EXPECT_EQ(segs[0][3], Json::array({192, 64})) << r;  // the unpadded tensor, as the load (GTP 1) asks for it
+    EXPECT_EQ(segs[0][4][0], want_offset[r]) << r;
+  }
+  for (std::int64_t r = 0; r < 2; ++r) {  // load at GTP 1: TP rank r's 96 rows, whole
+    const Json oracle = read_json(dir.path / ("oracle_rank_" + std::to_string(r) + ".json"));
+    for (const Json& t : oracle["tensors"]) {
+      if (t["path"] != qkv) continue;
+      EXPECT_EQ(t["segments"][0][4][0], 96 * r) << t["segments"].dump();
+    }
+  }
+}
+
+TEST(WorldPlan, RealGtpPaddedLinearKeepsItsRowsThroughTheRetarget) {
+  // GPTModel at GTP 2 -> HybridModel *-*- at GTP 4, p = 32: the attention's linear_proj (64 rows) pads to 128
+  // under GTP 4 (R = 32: GTP ranks 0 and 1 hold 32 real rows, 2 and 3 only padding), so Megatron describes
+  // the hybrid's entry as a (32, 64) shard at 32 g of 128 rows, allow_shape_mismatch, keyed by hybrid layer.
+  auto s = make_world_scenario("real_gpt_hybrid_gtp_p32", 2, 4);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const auto padded_proj = described_under_gtp_edited([](Json& e, const RankLayout& l) {
+    if (l.gtp != 4 || e["kind"] != "tensor" || !e["key"].get<std::string>().ends_with("linear_proj.weight")) return;
+    e["local_shape"][0] = 32;
+    e["global_shape"][0] = 128;
+    e["global_offset"][0] = 32 * l.gtp_rank;
+    e["axis_fragmentations"][0] = 4;
+    e["allow_shape_mismatch"] = true;
+  });
+  TempDir dir;
+  auto stats = write_world_scenario(*s, dir.path, padded_proj);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->uncovered_elements, 0);
+  // Hybrid layer 2 (attention) is GPT layer 1: GTP rank g reads rows [32 g, 32 g + 32) of the GPT's unpadded 64 under
+  // the retargeted key and layer axis; ranks 2 and 3 read nothing (all padding, zero).
+  for (std::int64_t g = 0; g < 4; ++g) {
+    const Json oracle = read_json(dir.path / ("oracle_rank_" + std::to_string(g) + ".json"));
+    bool found = false;
+    for (const Json& t : oracle["tensors"]) {
+      if (t["path"] != "model.decoder.layers.2.self_attention.linear_proj.weight") continue;
+      found = true;
+      if (g >= 2) {
+        EXPECT_TRUE(t["segments"].empty()) << g << ": " << t["segments"].dump();
+        continue;
+      }
+      ASSERT_EQ(t["segments"].size(), 1u) << t["segments"].dump();
+      const Json& seg = t["segments"][0];
+      EXPECT_EQ(seg[1], 32) << g;
+      EXPECT_EQ(seg[3], Json::array({2, 64, 64})) << g;  // the GPT's key: layer axis, unpadded rows
+      EXPECT_EQ(seg[4], Json::array({1, 32 * g, 0})) << g;
+      EXPECT_EQ(seg[5], 1) << g;
+    }
+    EXPECT_TRUE(found) << g;
+  }
+}
+
+TEST(WorldPlan, RealGtpSwigluFc1IsFilledFromTheReferenceNotFromMegatronsPieces) {
+  // GPTModel at TP 1 x GTP 2, SwiGLU: fc1's TP-local [W; V] has 2 x 128 rows, each GTP rank's parameter
+  // 128 of them (R = 128 at p = 16). Megatron's factory cuts W and V out of that shard (finding S): pieces
+  // of 64 rows at fragmentation 4, GTP rank g's at rows 64 g (W) and 128 + 64 g (V), each rank's main.
+  auto s = make_world_scenario("real_gpt_hybrid_gtp_swiglu", 2, 1);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const std::string fc1_key = "decoder.layers.mlp.linear_fc1.weight";
+  const auto megatron_pieces = described_under_gtp_edited([&](Json& e, const RankLayout& l) {
+    if (e["kind"] != "factory" || e["key"] != fc1_key) return;
+    for (std::int64_t piece = 0; piece < 2; ++piece) {
+      Json& t = e["built"][static_cast<std::size_t>(piece)]["entry"];
+      t["local_shape"][0] = 64;
+      t["global_offset"][1] = 64 * (l.gtp_rank + piece * l.gtp);
+      t["axis_fragmentations"][1] = 2 * l.gtp;
+      t["replica_id"] = Json::array({0, 0, l.dp_rank});  // every GTP rank's pieces are its own
+    }
+  });
+  TempDir dir;
+  auto stats = write_world_scenario(*s, dir.path, megatron_pieces);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->uncovered_elements, 0);
+  const std::string fc1 = "model.decoder.layers.0.mlp.linear_fc1.weight";
+  for (std::int64_t g = 0; g < 2; ++g) {
+    const Json save = read_json(dir.path / ("save_rank_" + std::to_string(g) + ".json"));
+    // The shard is rows [128 g, 128 g + 128) of [W; V]: W whole on GTP rank 0, V whole on GTP rank 1.
+    const Json segs = save["fill"][fc1];
+    ASSERT_EQ(segs.size(), 1u) << segs.dump();
+    EXPECT_EQ(segs[0][0], 0);
+    EXPECT_EQ(segs[0][1], 128);
+    EXPECT_EQ(segs[0][4], Json::array({0, 128 * g, 0})) << segs.dump();
+    EXPECT_EQ(save["reference_rows"], Json::array({fc1, "model.decoder.layers.1.mlp.linear_fc1.weight"}))
+        << g;  // the worker skips its pieces check
+  }
+  // What Megatron writes is still its own pieces: the expected writers are the described chunks.
+  std::set<std::int64_t> written_rows;
+  const Json catalogue = read_json(dir.path / "catalogue.json");
+  for (const Json& w : catalogue["writers"])
+    if (w[0].get<std::string>() == fc1_key && w[1][0].get<std::int64_t>() == 0)
+      written_rows.insert(w[1][1].get<std::int64_t>());
+  EXPECT_EQ(written_rows, (std::set<std::int64_t>{0, 64, 128, 192}));
+  // The load at GTP 1 is Megatron's own layout (not wrapped): nothing taken from the reference.
+  EXPECT_EQ(read_json(dir.path / "load_rank_0.json")["reference_rows"], Json::array());
+}
+
+TEST(WorldPlan, OnlyTheTrainingScenariosLoadThroughMegatronsTrainingEntryPoints) {
+  for (const std::string& name : real_world_scenario_names()) {
+    auto s = make_world_scenario(name, 4, 2);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.error().message;
+    auto plan = world_plan_json({&*s}, "cpu");
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    const bool training = name == "real_gpt_hybrid_training" || name == "real_gpt_hybrid_training_optimizer";
+    EXPECT_EQ(s->load_path, training ? LoadPath::training : LoadPath::dist_checkpointing) << name;
+    EXPECT_EQ((*plan)["scenarios"][0]["load_path"], training ? "training" : "dist_checkpointing") << name;
+    if (training) {  // a GPT run's checkpoint into a hybrid run with a TP change
+      EXPECT_EQ(s->kind, ScenarioKind::real_gpt_hybrid);
+      EXPECT_EQ(s->real_save.model, ModelKind::gpt);
+      EXPECT_EQ(s->real_load.model, ModelKind::hybrid);
+      EXPECT_EQ(s->save.tp, 4);
+      EXPECT_EQ(s->load.tp, 2);
+      EXPECT_EQ(s->real_save.optimizer, name == "real_gpt_hybrid_training_optimizer") << name;
+    }
+  }
+  EXPECT_EQ(to_string(LoadPath::training), "training");
+  EXPECT_EQ(to_string(LoadPath::dist_checkpointing), "dist_checkpointing");
 }
 
 TEST(WorldPlan, RefusalsNameWhatIsWrong) {
@@ -285,6 +617,8 @@ TEST(WorldPlan, RefusalsNameWhatIsWrong) {
   refused(make_world_scenario("gpt_hybrid_tp_pp", 1, 2), seam_kind::unsupported, "the save world needs PP=2");
   refused(make_world_scenario("gpt_hybrid_pp_tp", 2, 1), seam_kind::unsupported, "the load world needs PP=2");
   refused(make_world_scenario("dp_replicas", 1, 2), seam_kind::unsupported, "both worlds need DP=2");
+  refused(make_world_scenario("real_gpt_hybrid_pp", 1, 2), seam_kind::unsupported, "both worlds need PP=2");
+  refused(make_world_scenario("real_no_such", 2, 2), ErrorKind::invalid_argument, "unknown real scenario");
   refused(make_world_scenario("gdp_in_proj_gtp_local", 2, 4), seam_kind::unsupported, "(A = B)");
   refused(make_world_scenario("gdp_in_proj_gtp", 8, 2), seam_kind::unsupported, "GTP worlds of 1, 2 or 4 ranks");
   refused(custom_world_scenario("MM", {.tp = 2}, {.tp = 1}, false, false), ErrorKind::unbalanced_attention_mlp,

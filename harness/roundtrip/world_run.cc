@@ -121,7 +121,7 @@ void kill_ranks(const std::vector<RankState>& ranks) {
 }
 
 struct WorldOutcome {
-  bool launched = false, timed_out = false;
+  bool launched = false, timed_out = false, timed_out_starting = false;
   int exit_code = -1;
   double seconds = 0;
   std::string stderr_tail;
@@ -130,6 +130,18 @@ struct WorldOutcome {
 };
 
 Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks, const WorldRunOptions& o);
+
+/// Megatron's imports get their own clock (StartupClock): the same allowance as the adapter's
+/// start-up (docs/adapter-protocol.md), seen exceeded by 300 s worlds beside a gate on CI's 2 cores.
+constexpr std::int64_t kWorldStartupAllowanceS = 420;
+
+/// "load world timed out after 300 s", or the start-up's own timeout.
+std::string timeout_text(const std::string& phase, const WorldOutcome& w, const WorldRunOptions& o) {
+  if (w.timed_out_starting)
+    return phase + " world's start-up (importing Megatron) did not end within " +
+           std::to_string(std::max(kWorldStartupAllowanceS, o.world_timeout_s)) + " s";
+  return phase + " world timed out after " + std::to_string(o.world_timeout_s) + " s";
+}
 
 /// True when rank 0 could not listen on MASTER_PORT: another process took the free port between
 /// the harness's probe and the rank's bind. The world is started again on a new port.
@@ -175,10 +187,18 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   fs::create_directories(o.work / "results", ec);
   for (std::int64_t r = 0; r < ranks; ++r)
     fs::remove(o.work / "results" / (phase + "_rank_" + std::to_string(r) + ".json"), ec);
-  IH_TRY_ASSIGN(outcome, run_child(cmd, std::chrono::seconds(o.world_timeout_s),
-                                   [&](const std::string& line) { o.progress("  [" + phase + "] " + line); }));
+  // Starting: a rank has not reported yet, or is still importing.
+  const StartupClock startup{std::chrono::seconds(std::max(kWorldStartupAllowanceS, o.world_timeout_s)), [&] {
+                               for (const RankState& st : read_ranks(o.work, phase, ranks))
+                                 if (!st.has_status || st.status.value("stage", "") == "import") return true;
+                               return false;
+                             }};
+  IH_TRY_ASSIGN(outcome, run_child(
+                             cmd, std::chrono::seconds(o.world_timeout_s),
+                             [&](const std::string& line) { o.progress("  [" + phase + "] " + line); }, startup));
   w.launched = true;
   w.timed_out = outcome.timed_out;
+  w.timed_out_starting = outcome.timed_out_starting;
   w.exit_code = outcome.signaled ? 128 + outcome.signal : outcome.exit_code;
   w.seconds = outcome.seconds;
   w.stderr_tail = outcome.stderr_tail;
@@ -200,11 +220,12 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   return w;
 }
 
-double max_seconds(const std::vector<RankState>& ranks, const std::string& name) {
+/// The slowest rank's `field` of this scenario ("seconds": its dist_checkpointing call; "scenario_seconds":
+/// the whole scenario in the warm world).
+double max_seconds(const std::vector<RankState>& ranks, const std::string& name, const std::string& field = "seconds") {
   double m = 0;
   for (const RankState& st : ranks)
-    if (const Json* s = scenario_result(st, name); s && s->contains("seconds"))
-      m = std::max(m, (*s)["seconds"].get<double>());
+    if (const Json* s = scenario_result(st, name); s && s->contains(field)) m = std::max(m, (*s)[field].get<double>());
   return m;
 }
 
@@ -405,6 +426,29 @@ Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::s
   return exe;
 }
 
+BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios,
+                                                const RealModelEntries& describe) {
+  auto answers = std::make_shared<std::map<std::string, Result<std::vector<FlatEntry>>>>();
+  BuildableRealScenarios out;
+  out.describe = [describe, answers](const ModelDumpSpec& m, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    const std::string key = json::dump(json::model_dump_spec_to_json(m, rank));
+    auto it = answers->find(key);
+    if (it == answers->end()) it = answers->emplace(key, describe(m, rank)).first;
+    return it->second;
+  };
+  for (WorldScenario& s : scenarios) {
+    std::optional<std::string> why;
+    for (const ModelDumpSpec* m : {&s.real_save, &s.real_load})
+      if (auto probe = out.describe(*m, 0); !why && !probe.ok() && probe.error().kind == seam_kind::unsupported)
+        why = probe.error().message;
+    if (why)
+      out.not_run.emplace_back(s.name, *why);
+    else
+      out.runnable.push_back(std::move(s));
+  }
+  return out;
+}
+
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
   WorldRunReport report;
   if (scenarios.empty()) return make_error(ErrorKind::invalid_argument, "no scenario to run");
@@ -421,12 +465,12 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       return make_error(ErrorKind::invalid_argument, "all scenarios of one run share the world sizes");
     const fs::path dir = o.work / scenario_dir(s.name);
     fs::remove_all(dir, ec);
-    auto st = write_world_scenario(s, dir);
+    auto st = write_world_scenario(s, dir, o.real_entries);
     if (!st.ok()) return st.error();
     stats[s.name] = *st;
     planned.push_back(&s);
     o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +
-               "; " + std::to_string(st->gpt_keys) + " GPT keys, " + std::to_string(st->saved_elements) +
+               "; " + std::to_string(st->gpt_keys) + " keys saved, " + std::to_string(st->saved_elements) +
                " elements saved, " + std::to_string(st->expected_elements) + " expected on the load ranks");
   }
   IH_TRY_ASSIGN(plan, world_plan_json(planned, o.device));
@@ -458,6 +502,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     // A rank records ok only after the barrier that follows dist_checkpointing.save: all ranks ok
     // means every rank's files and the metadata were written. A killed rank never records it.
     r.save_seconds = max_seconds(save.ranks, s.name);
+    r.details["scenario_seconds_save"] = max_seconds(save.ranks, s.name, "scenario_seconds");
     if (!complete) {
       // Ranks that neither finished nor recorded an error died (a signal, an OOM kill, mpirun).
       for (std::int64_t k = 0; k < save_ranks; ++k) {
@@ -475,7 +520,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
         r.problems.push_back("save failed: " + *err);
         r.outcome = outcome_of_worker_error(kind);
       } else if (save.timed_out) {
-        r.problems.push_back("save world timed out after " + std::to_string(o.world_timeout_s) + " s");
+        r.problems.push_back(timeout_text("save", save, o));
         r.outcome = Outcome::timeout;
       } else {
         std::string who;
@@ -498,7 +543,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   }
   if (save.timed_out) {
     report.timed_out = true;
-    report.faults.push_back("save world timed out after " + std::to_string(o.world_timeout_s) + " s");
+    report.faults.push_back(timeout_text("save", save, o));
     for (const auto& h : save.hung) report.faults.push_back("  " + h);
   }
   if (save.exit_code == 127 || (save.exit_code != 0 && save.ranks.size() && !save.ranks[0].has_status))
@@ -520,12 +565,13 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     IH_TRY_ASSIGN(load, run_world("load", load_ranks, o));
     if (load.timed_out) {
       report.timed_out = true;
-      report.faults.push_back("load world timed out after " + std::to_string(o.world_timeout_s) + " s");
+      report.faults.push_back(timeout_text("load", load, o));
       for (const auto& h : load.hung) report.faults.push_back("  " + h);
     }
     for (const std::string& name : loadable) {
       ScenarioOutcome& r = out[name];
       r.load_seconds = max_seconds(load.ranks, name);
+      r.details["scenario_seconds_load"] = max_seconds(load.ranks, name, "scenario_seconds");
       bool loaded = true;
       for (std::int64_t k = 0; k < load_ranks; ++k) {
         const Json* lr = scenario_result(load.ranks[static_cast<std::size_t>(k)], name);

@@ -45,6 +45,8 @@ struct WorldRunOptions {
   std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
   std::filesystem::path work;          // plan, checkpoints, loaded files
   bool no_cpu_patches = false;
+  /// Real-model scenarios (`--real`): the Megatron target's description of each rank's model.
+  RealModelEntries real_entries;
   std::function<void(const std::string&)> progress = [](const std::string&) {};
 };
 
@@ -81,5 +83,15 @@ Result<std::filesystem::path> ensure_roundtrip_verifier(const std::function<void
 
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios,
                                             const WorldRunOptions& options);
+
+/// Real scenarios split by what the target can build: each scenario's first save and load rank is asked
+/// up front, so one the target answers "unsupported" for (GDP mixers where Megatron has none) is not run,
+/// with the reason, and the rest run. `describe` keeps the target's answers for the plan, which asks again.
+struct BuildableRealScenarios {
+  std::vector<WorldScenario> runnable;
+  std::vector<std::pair<std::string, std::string>> not_run;  // name, why
+  RealModelEntries describe;
+};
+BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios, const RealModelEntries& describe);
 
 }  // namespace ih

@@ -103,19 +103,19 @@ try:
     known = run("gate", "--property-cases", "5", "--json")
     found = [n for n, c in outcomes(known).items() if c["outcome"] == "known finding"]
     check("pinned findings are KNOWN FINDING and pass the gate",
-          known.returncode == 0 and "gate/spec-invariants/optimizer_resume_gtp_to_no_gtp" in found and len(found) >= 5,
+          known.returncode == 0 and "gate/spec-invariants/gtp_linear_resume_tp2_gtp_change" in found and len(found) >= 4,
           f"rc={known.returncode} {found}")
     pins = os.path.join(work, "pins")
     shutil.copytree(corpus, pins)
-    r1 = os.path.join(pins, "findings", "R1-optimizer-resume-gtp-to-no-gtp.reference.finding")
-    text = open(r1).read()
-    open(r1, "w").write(re.sub(r"(?m)^violation: .*$", "violation: load_refused/global_shape_mismatch other.key", text))
+    r2 = os.path.join(pins, "findings", "R2-gtp-linear-resume-tp2-gtp-change.reference.finding")
+    text = open(r2).read()
+    open(r2, "w").write(re.sub(r"(?m)^violation: .*$", "violation: rows_misplaced weight", text))
     differs = run("gate", "--corpus", pins, "--property-cases", "5", "--json")
-    c = outcomes(differs).get("gate/spec-invariants/optimizer_resume_gtp_to_no_gtp", {})
+    c = outcomes(differs).get("gate/spec-invariants/gtp_linear_resume_tp2_gtp_change", {})
     check("a failure other than the pinned one fails the gate",
           differs.returncode == 1 and c.get("outcome") == "failed" and "not the known finding" in c.get("detail", ""),
           f"rc={differs.returncode} {c}")
-    open(r1, "w").write(text)
+    open(r2, "w").write(text)
     with open(os.path.join(pins, "findings", "stale.reference.finding"), "w") as f:
         f.write("token: ih1:gate/spec-invariants/optimizer_resume_tp1_gtp_change:target=reference\n"
                 "reason: a finding that no longer reproduces\nexpect: anything\n")

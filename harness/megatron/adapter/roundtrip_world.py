@@ -20,6 +20,10 @@ MASTER_PORT (chosen by the harness), initializes torch.distributed (gloo on CPU,
         its metadata (truncation), calls dist_checkpointing.load and torch.saves what it loaded
         to DIR/<scenario>/loaded_rank_<r>.pt for the C++ verifier.
 
+A real scenario whose plan says "load_path": "training" calls Megatron's training entry points instead
+(megatron_adapter/real_models/training_path.py): save_checkpoint in the save world, load_checkpoint in the load
+world under Megatron's own parsed args, which retargets and loads the model itself (no retarget here).
+
 No layout or retarget rule lives here: the segments and the expected values come from the C++
 reference (harness/roundtrip/world_plan.cc); this file only fills, saves, loads and dumps.
 
@@ -134,9 +138,14 @@ def fill(torch, shape, segments, device, key_shift):
     return t.to(device)
 
 
+def _leaf_values(sd):
+    from megatron_adapter.codec import leaves
+    return [leaf for _, leaf in leaves(sd)]
+
+
 def tensor_bytes(sd, torch):
     n = 0
-    for v in sd.values():
+    for v in _leaf_values(sd):
         data = getattr(v, "data", None)
         if isinstance(data, torch.Tensor):
             n += data.numel() * data.element_size()
@@ -145,7 +154,7 @@ def tensor_bytes(sd, torch):
 
 def memcpy_seconds(sd, torch, device):
     """Best of three copies of this rank's tensors (the bandwidth the save/load is compared to)."""
-    tensors = [v.data for v in sd.values() if isinstance(getattr(v, "data", None), torch.Tensor)]
+    tensors = [v.data for v in _leaf_values(sd) if isinstance(getattr(v, "data", None), torch.Tensor)]
     best = None
     for _ in range(3):
         if device != "cpu":
@@ -255,19 +264,23 @@ def run(args):
         entry = {"name": name, "ok": False}
         res["scenarios"].append(entry)
         stage = "prepare"
+        started = time.perf_counter()
         try:
             if world.phase == "save":
                 stage = save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
             else:
                 stage = load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
             entry["ok"] = True
+            # The whole scenario in this warm world: build, fill and save, or build, retarget, load and dump.
+            entry["scenario_seconds"] = time.perf_counter() - started
         except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
             stage = getattr(exc, "_ih_stage", stage)
             text = " ".join(f"{type(exc).__name__}: {exc}".split())
             print(traceback.format_exc(), file=sys.stderr, flush=True)
             kind = getattr(exc, "_ih_kind", None)
             if kind is None:
-                in_megatron = "dist_checkpointing" in stage or "retarget" in stage
+                in_megatron = any(w in stage for w in ("dist_checkpointing", "retarget", "training.checkpointing"))
+                in_megatron = in_megatron and not rt.never_left_the_harness(exc.__traceback__)
                 kind = "megatron_error" if in_megatron else "harness_error"
                 if in_megatron and any(w in text.lower() for w in rt.CUDA_WORDS) and device == "cpu":
                     kind = "cannot_run"
@@ -280,10 +293,6 @@ def run(args):
     dist.barrier()
     world.flush()
     return 0
-
-
-class _NoRetarget(Exception):
-    pass
 
 
 def staged(exc, stage, kind=None):
@@ -382,9 +391,117 @@ def untensored_leaf(M, codec, e, path, where, rank_plan):
     raise ValueError(f"{where}: unknown entry kind {kind!r}")
 
 
+REAL_KINDS = ("real_gpt_hybrid", "real_hybrid_hybrid")
+
+
+def real_objects(M, tree, strings):
+    """Every ShardedObject of a real model takes the plan's string for its path (what the verifier expects)."""
+    from megatron_adapter.codec import leaves
+    for path, leaf in leaves(tree):
+        if isinstance(leaf, M.ShardedObject):
+            if path not in strings:
+                raise PlanError(f"the plan has no object value for {path}")
+            leaf.data = strings[path]
+
+
+def megatron_state_tree(M, chunks, optimizer, req, stage, is_loading=False):
+    """The real chunks' (and optimizer's) sharded state dicts: Megatron's checkpoint code, where the mutants
+    live, so its failure is Megatron's, unless the failure never reached it (or a shim fell short)."""
+    from megatron_adapter import roundtrip_support
+    from megatron_adapter.real_models import roundtrip_models as rm
+    try:
+        return rm.state_tree(M, chunks, optimizer, req, is_loading)
+    except BaseException as exc:  # noqa: BLE001
+        own = roundtrip_support.never_left_the_harness(exc.__traceback__)
+        raise staged(exc, stage, harness_kind(exc) or ("harness_error" if own else "megatron_error"))
+
+
+def real_state(world, M, rank_plan, values, side):
+    """This rank's real model (Megatron's GPTModel or HybridModel) with the plan's values in its
+    parameters, and its optimizer (or None) with them in its states: (chunks, optimizer, sharded state dict
+    tree). A plan that does not fit the model is a harness error."""
+    from megatron_adapter.real_models import roundtrip_models as rm
+    try:
+        if rank_plan["model"]["gtp"] > 1:  # Megatron's GTP checkpoint code runs only with these (as model dump's)
+            from megatron_adapter import megatron_patches
+            world.result["gtp_patches"] = megatron_patches.apply()
+        chunks, optimizer = rm.build(M, rank_plan["model"])
+    except BaseException as exc:  # Megatron's model on a valid layout: the factory or shims fall short
+        raise staged(exc, f"{side}: build Megatron's real model", "harness_error")
+    tree = megatron_state_tree(M, chunks, optimizer, rank_plan["model"], f"{side}: Megatron's sharded_state_dict "
+                               "of the real model", is_loading=side == "load")
+    try:
+        gtp_params = rank_plan.get("gtp_params")
+        if not isinstance(gtp_params, dict):
+            raise PlanError(f'the {side} rank plan needs "gtp_params" (an object), got {gtp_params!r}')
+        reference_rows = rank_plan.get("reference_rows")
+        if not isinstance(reference_rows, list):
+            raise PlanError(f'the {side} rank plan needs "reference_rows" (a list), got {reference_rows!r}')
+        rm.fill_model(M, chunks, tree, values, gtp_params, set(reference_rows), fill, world.key_shift, SENTINEL)
+    except (rm.RealModelPlanError, PlanError) as exc:
+        raise staged(exc, f"{side}: fill the real model from the plan", "harness_error")
+    if gtp_params:  # the GTP in_proj's entry gathered the parameter before the fill: gather again
+        tree = megatron_state_tree(M, chunks, optimizer, rank_plan["model"],
+                                   f"{side}: the filled model's sharded state dict (GTP all-gather)")
+    try:
+        real_objects(M, tree, rank_plan["objects"])
+    except (rm.RealModelPlanError, PlanError) as exc:
+        raise staged(exc, f"{side}: fill the real model from the plan", "harness_error")
+    return chunks, optimizer, tree
+
+
+LOAD_PATHS = ("dist_checkpointing", "training")
+
+
+def training_path_of(scenario):
+    """Whether the scenario's worlds call Megatron's training entry points (the plan's "load_path")."""
+    path = scenario.get("load_path")
+    if path not in LOAD_PATHS:
+        raise PlanError(f'plan.json scenario {scenario.get("name")!r} needs "load_path": one of {LOAD_PATHS}, '
+                        f"got {path!r}")
+    return path == "training"
+
+
+def training_args(world, rank_plan, side, directory):
+    """Megatron's global args for this rank's run of the training path; Megatron refusing the argv the
+    harness wrote is a harness error."""
+    from megatron_adapter.real_models import training_path
+    stage = set_stage(world, f"{side}: Megatron's args (parse_args, validate_args, set_global_variables)")
+    try:
+        import megatron.training  # noqa: F401 - the pip package megatron-core ships megatron.core only
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("megatron.training", "megatron"):
+            raise staged(exc, stage, "harness_error")
+        raise staged(RuntimeError("this Megatron has no megatron.training (the training entry points): "
+                                  f"{exc}"), stage, "cannot_run")
+    try:
+        world.result["training_standins"] = training_path.check()  # still needed, still matching
+        training_path.megatron_args(rank_plan["model"], side, directory, world.size, world.rank)
+    except BaseException as exc:  # noqa: BLE001 - validate_args asserts
+        raise staged(exc, stage, "harness_error")
+
+
+def harness_kind(exc):
+    """"harness_error" for the harness's own failures inside a Megatron call (a stand-in that no longer
+    matches, a training-path setup error), else None (Megatron's)."""
+    from megatron_adapter.real_models import shims, training_path
+    return "harness_error" if isinstance(exc, (shims.ShimError, training_path.TrainingPathError)) else None
+
+
 def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
     stage = set_stage(world, "save: build state")
     rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
+    if rank_plan.get("kind") in REAL_KINDS:
+        chunks, optimizer, tree = real_state(world, M, rank_plan, rank_plan["fill"], "save")
+        if training_path_of(scenario):
+            ckpt = os.path.join(sdir, "checkpoint")
+            training_args(world, rank_plan, "save", ckpt)
+            from megatron_adapter.real_models import training_path
+            return save_sd(world, sdir, entry, tree, torch, dist, dist_checkpointing, device,
+                           call=("megatron.training.checkpointing.save_checkpoint",
+                                 lambda: training_path.save(chunks, optimizer, rank_plan["objects"]),
+                                 training_path.iteration_dir(ckpt)))
+        return save_sd(world, sdir, entry, tree, torch, dist, dist_checkpointing, device)
     if rank_plan.get("kind") == "gdp_gtp":
         fill_segments = rank_plan["fill"]["decoder.layers.0.mixer.in_proj.weight"]
         sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu",
@@ -442,10 +559,11 @@ def load_local(world, sdir, sd, torch):
         raise staged(exc, stage)
 
 
-def start_measured_call(world, dist, torch, device, entry, what):
-    """Lines every rank up, then zeroes the peak counters just before dist_checkpointing.<what>:
-    returns (on CUDA?, the stage name the call runs under)."""
-    set_stage(world, f"{what}: barrier before dist_checkpointing.{what}")
+def start_measured_call(world, dist, torch, device, entry, what, name=None):
+    """Lines every rank up, then zeroes the peak counters just before the call (`name`, by default
+    dist_checkpointing.<what>): returns (on CUDA?, the stage name the call runs under)."""
+    name = name or f"dist_checkpointing.{what}"
+    set_stage(world, f"{what}: barrier before {name}")
     dist.barrier()
     cuda = device.startswith("cuda")
     if cuda:
@@ -453,24 +571,27 @@ def start_measured_call(world, dist, torch, device, entry, what):
         torch.cuda.reset_peak_memory_stats()
     entry["rss_before"] = vm_field("VmRSS")
     entry["peak_reset"] = reset_peak_rss()
-    return cuda, set_stage(world, f"{what}: dist_checkpointing.{what}")
+    return cuda, set_stage(world, f"{what}: {name}")
 
 
-def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device):
+def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device, call=None):
+    """dist_checkpointing.save of `sd` into sdir/checkpoint, or `call` = (its name, the save, the folder it
+    writes the DCP checkpoint into): Megatron's save_checkpoint of the same model (the training path)."""
     nbytes = tensor_bytes(sd, torch)
     entry["bytes"] = nbytes
     entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
     ckpt = os.path.join(sdir, "checkpoint")
     os.makedirs(ckpt, exist_ok=True)
+    name, save, written = call or ("dist_checkpointing.save", lambda: dist_checkpointing.save(sd, ckpt), ckpt)
     killer = None
     if world.fault("kill_save"):
-        killer = kill_when_writing(ckpt, world.rank)
-    cuda, stage = start_measured_call(world, dist, torch, device, entry, "save")
+        killer = kill_when_writing(written, world.rank)
+    cuda, stage = start_measured_call(world, dist, torch, device, entry, "save", name)
     t0 = time.perf_counter()
     try:
-        dist_checkpointing.save(sd, ckpt)
+        save()
     except BaseException as exc:
-        raise staged(exc, stage)
+        raise staged(exc, stage, harness_kind(exc))
     if killer:
         os.kill(os.getpid(), signal.SIGKILL)  # the save finished before the watcher saw a file
     entry["seconds"] = time.perf_counter() - t0
@@ -490,7 +611,7 @@ def save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device):
     dist.barrier()
     if world.rank == 0:
         stage = set_stage(world, "save: list writers from the DCP metadata")
-        entry["writers"] = list_writers(ckpt)
+        entry["writers"] = list_writers(written)
     return stage
 
 
@@ -551,6 +672,18 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     rank_plan = read_json(os.path.join(sdir, f"load_rank_{world.rank}.json"))
     catalogue = read_json(os.path.join(sdir, "catalogue.json"))
     sd = {}
+    chunks = None
+    training = training_path_of(scenario)
+    if rank_plan.get("kind") in REAL_KINDS:
+        chunks, optimizer, sd = real_state(world, M, rank_plan, rank_plan["prefill"], "load")
+        preload_objects, rank_plan_model = rank_plan["objects"], rank_plan["model"]
+        if training:
+            from megatron_adapter.real_models import training_path
+            view = training_path.load_view(os.path.join(sdir, "checkpoint"), os.path.join(sdir, "load_view"))
+            training_args(world, rank_plan, "load", view)
+        rank_plan = {"entries": [], "prefill": {}, "objects": {}}
+    elif training:
+        raise PlanError(f"scenario {scenario['name']}: the training load path needs a real model")
     if rank_plan.get("kind") == "gdp_gtp":
         # Sentinel -1 everywhere; Megatron's own wrap zeroes the pad rows of the shard.
         sd, _, _ = gtp_state(world, M, torch, rank_plan,
@@ -576,19 +709,25 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         set_stage(world, "load: before retarget (this rank stopped answering: injected hang)")
         while True:
             time.sleep(60)
-    stage = set_stage(world, "load: retarget (Megatron's gpt_compatible_layer_maps)")
-    if scenario.get("kind") == "gdp_gtp":
-        stage = set_stage(world, "load: no retarget (GDP -> GDP)")
-    try:
-        if scenario.get("kind") == "gdp_gtp":
-            raise _NoRetarget()
-        maps = M.interop.gpt_compatible_layer_maps(scenario["pattern"])
-        M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
-    except _NoRetarget:
-        pass
-    except BaseException as exc:
-        raise staged(exc, stage)
+    if scenario.get("kind") in ("gdp_gtp", "real_hybrid_hybrid"):
+        stage = set_stage(world, f"load: no retarget ({scenario['kind']})")
+    elif training:
+        stage = set_stage(world, "load: no retarget by the worker (load_checkpoint's own GPT -> hybrid setup)")
+    else:
+        stage = set_stage(world, "load: retarget (Megatron's gpt_compatible_layer_maps)")
+        try:
+            if chunks is not None:  # each model chunk's state dict, as the training load path retargets them
+                from megatron_adapter.real_models import roundtrip_models
+                roundtrip_models.retarget(M, sd, scenario["pattern"])
+            else:
+                maps = M.interop.gpt_compatible_layer_maps(scenario["pattern"])
+                M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
+        except BaseException as exc:
+            raise staged(exc, stage)
     ckpt = os.path.join(sdir, "checkpoint")
+    if training:
+        from megatron_adapter.real_models import training_path
+        ckpt = training_path.iteration_dir(ckpt)
     stage = set_stage(world, "load: check checkpoint files against the metadata")
     # The keys this rank reads (its oracle's segments): a damaged chunk of one of them is named.
     oracle = read_json(os.path.join(sdir, f"oracle_rank_{world.rank}.json"))
@@ -604,16 +743,20 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     nbytes = tensor_bytes(sd, torch)
     entry["bytes"] = nbytes
     entry["memcpy_seconds"] = memcpy_seconds(sd, torch, device)
-    cuda, stage = start_measured_call(world, dist, torch, device, entry, "load")
+    cuda, stage = start_measured_call(world, dist, torch, device, entry, "load",
+                                      "megatron.training.checkpointing.load_checkpoint" if training else None)
     t0 = time.perf_counter()
     try:
-        if scenario.get("load_order") == "to_state_dict":
+        if training:  # Megatron retargets, loads and hands each chunk its state dict (load_state_dict, strict)
+            with training_path.object_values(chunks, preload_objects):
+                loaded = training_path.load(chunks, optimizer)
+        elif scenario.get("load_order") == "to_state_dict":
             loaded = load_local(world, sdir, sd, torch)
         else:
             loaded = dist_checkpointing.load(sd, ckpt)
     except BaseException as exc:
         # Name the file when DCP's error does (a corrupt chunk surfaces here).
-        raise staged(exc, getattr(exc, "_ih_stage", stage), getattr(exc, "_ih_kind", None))
+        raise staged(exc, getattr(exc, "_ih_stage", stage), getattr(exc, "_ih_kind", None) or harness_kind(exc))
     if cuda:
         torch.cuda.synchronize()
     entry["seconds"] = time.perf_counter() - t0
@@ -621,6 +764,35 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     if cuda:
         entry["cuda_max_allocated"] = torch.cuda.max_memory_allocated()
         entry["cuda_max_reserved"] = torch.cuda.max_memory_reserved()
+    if chunks is not None:
+        stage = set_stage(world, "load: the model (load_state_dict, strict) and its optimizer take what was loaded")
+        from megatron_adapter.real_models import roundtrip_models
+        try:
+            if not training:  # load_checkpoint already did
+                roundtrip_models.apply_loaded(chunks, optimizer, loaded)
+        except BaseException as exc:  # Megatron's model refusing Megatron's loaded state dict
+            raise staged(exc, stage, "megatron_error")
+        stage = set_stage(world, "load: dump the model's parameters (torch.save)")
+        try:
+            dump = roundtrip_models.dump_model(M, chunks, optimizer, rank_plan_model,
+                                               [t["path"] for t in oracle["tensors"]])
+        except roundtrip_models.RealModelPlanError as exc:
+            raise staged(exc, stage, "harness_error")
+        # Objects (the linears' _extra_state) as the load returned them: the model keeps no copy.
+        from megatron_adapter.codec import leaves
+        loaded_objects = dict(leaves(loaded))
+        for o in oracle["objects"]:
+            value = loaded_objects.get(o["path"])
+            dump[o["path"]] = value if isinstance(value, str) else "json:" + json.dumps(value, default=repr)
+        # Common values (the optimizer's param_groups) as the load returned them.
+        for p in oracle["plain"]:
+            if p["path"] in loaded_objects:
+                dump[p["path"]] = "json:" + json.dumps(loaded_objects[p["path"]], default=repr)
+        roundtrip_models.done()
+        write_dump(sdir, world.rank, dump, torch)
+        stage = set_stage(world, "load: barrier after dump")
+        dist.barrier()
+        return stage
     stage = set_stage(world, "load: dump what was loaded (torch.save)")
     dump = {}
     plain_paths = {item["path"] for item in rank_plan["entries"] if item["entry"]["kind"] == "plain"}
@@ -635,12 +807,16 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
             dump[path] = value
         else:
             dump[path] = "json:" + json.dumps(value, default=repr)
-    out = os.path.join(sdir, f"loaded_rank_{world.rank}.pt")
-    torch.save(dump, out + ".tmp")
-    os.replace(out + ".tmp", out)  # never a half-written file under the final name
+    write_dump(sdir, world.rank, dump, torch)
     stage = set_stage(world, "load: barrier after dump")
     dist.barrier()
     return stage
+
+
+def write_dump(sdir, rank, dump, torch):
+    out = os.path.join(sdir, f"loaded_rank_{rank}.pt")
+    torch.save(dump, out + ".tmp")
+    os.replace(out + ".tmp", out)  # never a half-written file under the final name
 
 
 def main():

@@ -2,7 +2,9 @@
 # ctest cases of `interop-harness roundtrip` worlds mode that must FAIL in a named way
 # (docs/roundtrip.md, "Worlds"): a Megatron-side mutant, a rank killed mid-save, a hung rank,
 # a truncated checkpoint file, a GTP mutant whose merge leaves pad rows non-zero; and the GTP
-# in_proj reloaded from local checkpoints by to_state_dict (same layout), clean and under that mutant.
+# in_proj reloaded from local checkpoints by to_state_dict (same layout), clean and under that mutant;
+# the real-model round trips (--real: Megatron's own GPTModel and HybridModel) and a layer swap in them;
+# the training load path (load_checkpoint) with its GPT -> hybrid setup skipped.
 # Usage: worlds_test.sh BINARY CASE (exit 77: skipped, the case cannot run here)
 set -uo pipefail
 bin=$1
@@ -22,14 +24,21 @@ case "$case_name" in
   shard_split) args=(--scenario gdp_in_proj_shard_split --candidate shard-split --save-ranks 2 --load-ranks 4 --keep "$keep" --json); expect_rc=0 ;;
   shard_split_offset) args=(--scenario gdp_in_proj_shard_split --candidate shard-split --save-ranks 2 --load-ranks 4 --keep "$keep" --mutant candidate_piece_offset_no_tp_term) ;;
   shard_split_zero_fill) args=(--scenario gdp_in_proj_gather_to_shard_split --candidate shard-split --save-ranks 4 --load-ranks 2 --keep "$keep" --mutant candidate_no_zero_fill) ;;
+  real_4_to_2) args=(--real --all --save-ranks 4 --load-ranks 2 --keep "$keep" --json); expect_rc=0 ;;
+  real_2_to_4) args=(--real --all --save-ranks 2 --load-ranks 4 --keep "$keep" --json); expect_rc=0 ;;
+  real_seed) args=(--real --seed 7 --save-ranks 4 --load-ranks 2 --keep "$keep" --json); expect_rc=0 ;;
+  real_mutant) args=(--real --scenario real_gpt_hybrid_optimizer --save-ranks 2 --load-ranks 1 --keep "$keep" --json
+                     --mutant reverse_gpt_layers) ;;
+  real_training_mutant) args=(--real --scenario real_gpt_hybrid_training --save-ranks 2 --load-ranks 1 --keep "$keep" --json
+                              --mutant training_skips_gpt_to_hybrid_setup) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
 rc=$?
 cat "$out" "$err"
 fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
-if [[ "$case_name" = gtp_* || "$case_name" = shard_split* ]] &&
-   grep -q 'NOT RUN gdp_in_proj_[a-z_]*: no Megatron-LM checkout' "$out" "$err"; then
+if [[ "$case_name" = gtp_* || "$case_name" = shard_split* || "$case_name" = real_* ]] &&
+   grep -Eq 'NOT RUN (gdp_in_proj|real)_[a-z0-9_]*: no Megatron-LM checkout' "$out" "$err"; then
   echo "SKIP: no Megatron-LM snapshot with GDP + GTP"; exit 77
 fi
 [ "$rc" = "$expect_rc" ] || fail "exit $rc, expected $expect_rc"
@@ -59,9 +68,32 @@ case "$case_name" in
       fail "no non-zero pad element named" ;;
   shard_split_offset)
     echo "$all" | grep -Eq 'wrong by kind \{"(duplicated|misplaced)":[1-9]' || fail "no misplaced rows counted" ;;
-  gtp_local|shard_split)
+  gtp_local|shard_split|real_seed)
     grep -q '"ok":true' "$out" || fail "JSON verdict is not ok:true"
     grep -Eq '"elements_verified":[1-9]' "$out" || fail "nothing was verified" ;;
+  real_4_to_2|real_2_to_4)
+    grep -q '"ok":true' "$out" || fail "JSON verdict is not ok:true"
+    grep -q '"elements_verified":0,' "$out" && fail "a scenario verified nothing"
+    grep -Eq '"wrong_elements":[1-9]' "$out" && fail "a scenario counted wrong elements"
+    for name in real_gpt_hybrid_tp real_gpt_hybrid_swiglu_tied real_gpt_hybrid_pp real_gpt_hybrid_moe real_hybrid_hybrid_tp \
+                real_gpt_hybrid_training real_hybrid_hybrid_gtp real_gpt_hybrid_gtp real_hybrid_hybrid_gdp_tp \
+                real_gpt_hybrid_optimizer real_hybrid_hybrid_optimizer real_gpt_hybrid_training_optimizer \
+                real_hybrid_hybrid_gdp_gtp; do
+      grep -q "\"name\":\"$name\"" "$out" || fail "scenario $name did not run"
+    done ;;
+  real_mutant)
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    echo "$all" | grep -q 'misplaced: rank 0: model.decoder.layers.1.self_attention.linear_qkv.weight: decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
+      fail "the swapped layer's first wrong element is not named by path, key and global index"
+    echo "$all" | grep -Eq 'wrong by part \{"model":[1-9][0-9]*,"optimizer":[1-9]' ||
+      fail "the swapped layers' optimizer moments are not counted wrong beside their weights" ;;
+  real_training_mutant)
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    echo "$all" | grep -q 'HARNESS ERROR' && fail "the skipped setup was blamed on the harness"
+    echo "$all" | grep -q "^FAIL real_gpt_hybrid_training: " || fail "the scenario did not FAIL"
+    echo "$all" | grep -Eq "load failed: megatron_error: rank 0, stage 'load: megatron.training.checkpointing.load_checkpoint': .*decoder\.layers\.[0-9]+\.[a-z_.]+ from model not in state dict" ||
+      fail "load_checkpoint's error does not name the hybrid key the GPT checkpoint lacks" ;;
   truncate)
     echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"

@@ -13,8 +13,10 @@
 // The only translation unit with torch headers: it includes just the pickle loader.
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -195,6 +197,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::int64_t> counts;
     std::vector<Wrong> wrong;
     std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
+    double compare_seconds = 0;  // the element comparisons alone (no file reading)
     std::vector<std::string> notes;
     // Loaded data is kept so duplicates can be told from misplaced elements afterwards.
     struct Held {
@@ -203,6 +206,10 @@ int main(int argc, char** argv) {
       at::Tensor got;
     };
     std::vector<Held> held;
+    // Wrong elements by the path's first component (a model chunk, "optimizer"): a real round trip's
+    // optimizer moments are told apart from its weights at a glance.
+    std::map<std::string, std::int64_t> by_part;
+    const auto part_of = [](const std::string& path) { return path.substr(0, path.find('.')); };
     for (int r = 0; r < ranks; ++r) {
       const Json oracle = read_json(dir + "/oracle_rank_" + std::to_string(r) + ".json");
       const std::string pt = dir + "/loaded_rank_" + std::to_string(r) + ".pt";
@@ -219,6 +226,7 @@ int main(int argc, char** argv) {
         const auto it = by_path.find(path);
         if (it == by_path.end() || !it->second.isTensor()) {
           counts["missing"] += static_cast<std::int64_t>(want.size());
+          by_part[part_of(path)] += static_cast<std::int64_t>(want.size());
           compared += static_cast<std::int64_t>(want.size());
           wrong.push_back({"missing", r, path, want.empty() ? 0 : want[0], 0, {}});
           continue;
@@ -226,11 +234,13 @@ int main(int argc, char** argv) {
         at::Tensor got = it->second.toTensor().contiguous();
         if (got.scalar_type() != at::kLong || got.sizes().vec() != local) {
           counts["shape"] += static_cast<std::int64_t>(want.size());
+          by_part[part_of(path)] += static_cast<std::int64_t>(want.size());
           compared += static_cast<std::int64_t>(want.size());
           wrong.push_back({"shape", r, path, 0, 0, got.sizes().vec()});
           continue;
         }
         const std::int64_t* g = got.data_ptr<std::int64_t>();
+        const auto compare_started = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < want.size(); ++i) {
           ++compared;
           if (g[i] == want[i]) continue;
@@ -246,12 +256,14 @@ int main(int argc, char** argv) {
           else
             kind = "garbage";
           ++counts[kind];
+          ++by_part[part_of(path)];
           std::vector<std::int64_t> idx;
           std::int64_t rem = static_cast<std::int64_t>(i);
           idx.resize(local.size());
           for (std::size_t d = local.size(); d-- > 0;) idx[d] = rem % local[d], rem /= local[d];
           wrong.push_back({kind, r, path, want[i], g[i], idx});
         }
+        compare_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compare_started).count();
         held.push_back({r, std::move(want), got});
       }
       for (const auto& o : oracle.at("objects")) {
@@ -378,6 +390,7 @@ int main(int argc, char** argv) {
     for (const auto& [kind, n] : counts)
       if (n != 0) nonzero[kind] = n;
     out["counts"] = nonzero;
+    out["wrong_by_part"] = by_part;
     out["first"] = first;
     out["tensors_checked"] = tensors;
     out["objects_checked"] = objects;
@@ -385,6 +398,28 @@ int main(int argc, char** argv) {
     out["writers_checked"] = writers_checked;
     out["seconds"] = seconds;
     out["elements_per_second"] = seconds > 0 ? static_cast<double>(compared) / seconds : 0.0;
+    // The baseline of the same run: a memcpy of the same loaded bytes (best of three), against the
+    // comparisons alone; the ratio says how far the checker is from reading the bytes once.
+    double copy_seconds = 0;
+    {
+      std::int64_t total = 0;
+      for (const Held& h : held) total += h.got.numel();
+      std::vector<std::int64_t> buffer(static_cast<std::size_t>(total));
+      for (int round = 0; round < 3; ++round) {
+        const auto copy_started = std::chrono::steady_clock::now();
+        std::int64_t* to = buffer.data();
+        for (const Held& h : held) {
+          std::memcpy(to, h.got.data_ptr<std::int64_t>(),
+                      static_cast<std::size_t>(h.got.numel()) * sizeof(std::int64_t));
+          to += h.got.numel();
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_started).count();
+        copy_seconds = round == 0 ? took : std::min(copy_seconds, took);
+      }
+    }
+    out["compare_seconds"] = compare_seconds;
+    out["memcpy_seconds"] = copy_seconds;
+    out["compare_vs_memcpy"] = compare_seconds > 0 ? copy_seconds / compare_seconds : 0.0;
     std::cout << out.dump() << "\n";
     return out["ok"].get<bool>() ? 0 : 1;
   } catch (const CannotVerify& e) {

@@ -246,19 +246,17 @@ class Codec:
 
     def encode(self, tree, structure, prefix=()):
         """The tree back as [{"path", "entry"}] in traversal order."""
-        out = []
-        if isinstance(tree, dict):
-            items = tree.items()
-        elif isinstance(tree, list):
-            items = enumerate(tree)
-        else:
-            return [{"path": _join(prefix, structure), "entry": self.leaf_json(tree)}]
-        for k, v in items:
-            if isinstance(v, (dict, list)):
-                out.extend(self.encode(v, structure, prefix + (k,)))
-            else:
-                out.append({"path": _join(prefix + (k,), structure), "entry": self.leaf_json(v)})
-        return out
+        return [{"path": path, "entry": self.leaf_json(leaf)} for path, leaf in leaves(tree, structure, prefix)]
+
+
+def leaves(tree, structure="dotted", prefix=()):
+    """(path, leaf) of every leaf in traversal order, each path as encode writes it: what a round-trip
+    worker fills and dumps is found under the path the plan names."""
+    if not isinstance(tree, (dict, list)):
+        yield _join(prefix, structure), tree
+        return
+    for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
+        yield from leaves(v, structure, prefix + (k,))
 
 
 class _Plain:

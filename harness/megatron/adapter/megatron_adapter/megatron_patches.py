@@ -189,10 +189,16 @@ def _check_or_optional(name, module_name, attr, unpatched, relies):
     except NotApplicable as exc:
         return None, str(exc)
     except PatchError as exc:
-        if name in OPTIONAL:
-            try:
-                importlib.import_module(module_name)
-            except Exception:  # noqa: BLE001
+        try:
+            importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:
+            # The module itself is absent (a megatron-core without GDP): no code of the patch's family.
+            if missing.name == module_name:
+                return None, f"{module_name} is not in this Megatron"
+            if name in OPTIONAL:
+                return None, str(exc)
+        except Exception:  # noqa: BLE001
+            if name in OPTIONAL:
                 return None, str(exc)
         raise
 

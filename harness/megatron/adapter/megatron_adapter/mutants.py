@@ -26,7 +26,9 @@ import types
 Patch = collections.namedtuple("Patch", "target make")
 # `requires`: targets that must exist for the mutant to mean anything. A mutant of the GTP path
 # patches a function Megatron has without GTP too, but only GTP reaches the changed lines there.
-Mutant = collections.namedtuple("Mutant", "name bug_class description patches requires", defaults=((),))
+# `tier`: "real" for a mutant of model or training code that only the real tier reaches (Megatron's own
+# models, their round trips): the campaign runs the gate's real round trips for it (they cost minutes).
+Mutant = collections.namedtuple("Mutant", "name bug_class description patches requires tier", defaults=((), None))
 GTP_API = "megatron.core.tensor_parallel.gtp_api:gtp_replica_rank"
 
 INTEROP = "megatron.core.dist_checkpointing.gpt_checkpoint_interop"
@@ -36,6 +38,9 @@ VALIDATION = "megatron.core.dist_checkpointing.validation"
 SERIALIZATION = "megatron.core.dist_checkpointing.serialization"
 STRATEGIES_TORCH = "megatron.core.dist_checkpointing.strategies.torch"
 GDP = "megatron.core.ssm.gated_delta_product"
+HYBRID_BLOCK = "megatron.core.models.hybrid.hybrid_block"
+LANGUAGE_MODULE = "megatron.core.models.common.language_module.language_module"
+EXPERTS = "megatron.core.transformer.moe.experts"
 
 
 # ---- patch helpers: layer maps -------------------------------------------------------------
@@ -418,6 +423,51 @@ def _skip_merged_factories(original, M):
     return merges
 
 
+# ---- patch helpers: real model code (killed by the gate's model_dump group) -------------------
+
+def _layer_numbers_from_zero(original, M):
+    @functools.wraps(original)
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        for layer in self.layers:  # layer_number = i + pp_layer_offset (0-based) instead of i + 1 + ...
+            layer.layer_number -= 1
+    return init
+
+
+def _output_layer_shape_strict(original, M):
+    @functools.wraps(original)
+    def sharded_state_dict(self, prefix="", *args, **kwargs):
+        out = original(self, prefix, *args, **kwargs)
+        entry = out.get(f"{prefix}output_layer.weight")
+        if entry is not None and not self.share_embeddings_and_output_weights:
+            entry.allow_shape_mismatch = False
+        return out
+    return sharded_state_dict
+
+
+def _experts_prefix_once(original, M):
+    @functools.wraps(original)
+    def sharded_state_dict(self, prefix="", *args, **kwargs):
+        out = original(self, prefix, *args, **kwargs)
+        for entry in out.values():  # expert_sharded_prefix = prefix instead of f"{prefix}experts."
+            if entry.key.startswith(f"{prefix}experts."):
+                entry.key = prefix + entry.key[len(f"{prefix}experts."):]
+        return out
+    return sharded_state_dict
+
+
+def _experts_dense_dp_replica(original, M):
+    @functools.wraps(original)
+    def sharded_state_dict(self, *args, **kwargs):
+        from megatron.core import parallel_state
+        out = original(self, *args, **kwargs)
+        dense_dp = parallel_state.get_data_parallel_rank()
+        for entry in out.values():
+            entry.replica_id = (*entry.replica_id[:2], dense_dp)
+        return out
+    return sharded_state_dict
+
+
 # ---- the table -----------------------------------------------------------------------------
 
 MUTANTS_TABLE = (
@@ -482,6 +532,9 @@ MUTANTS_TABLE = (
     Mutant("split_drop_tp_offset", 1, "the split factory's chunks lose the TP rank offset (t*s_j): every "
            "TP rank writes its chunk at offset 0",
            (Patch(SSM_UTILS + ":_split_tensor_factory", _split_no_tp_offset),)),
+    Mutant("gdp_split_drop_tp_offset", 1, "the GatedDeltaProduct mixer's own split factory (a copy of ssm.utils') "
+           "loses the TP rank offset: every TP rank writes its [z|V|K|Q|b|a] chunks at offset 0",
+           (Patch(GDP + ":_split_tensor_factory", _split_no_tp_offset),)),
     # validation
     Mutant("integrity_ignores_duplicates", 25, "the sharding-integrity access counter saturates at 1, so "
            "two main replicas writing the same chunk go unnoticed (holes are still reported)",
@@ -512,6 +565,20 @@ MUTANTS_TABLE = (
             Patch(SERIALIZATION + ":merge", _merge_factories_before),
             Patch(SERIALIZATION + ":apply_factory_merges", _skip_merged_factories)),
            requires=(GTP_API,)),  # only an all-padding GTP rank's factory holds such an object
+    # real model code (real_models/; only the gate's model_dump group builds these modules)
+    Mutant("hybrid_layer_number_from_zero", None, "HybridStack numbers its layers from 0 (layer_number = i + "
+           "pp_layer_offset): every hybrid layer's checkpoint key names the layer before it",
+           (Patch(HYBRID_BLOCK + ":HybridStack.__init__", _layer_numbers_from_zero),)),
+    Mutant("output_layer_shape_strict", None, "an untied output layer's weight loses allow_shape_mismatch "
+           "(a padded vocabulary no longer loads across a vocabulary-padding change)",
+           (Patch(LANGUAGE_MODULE + ":LanguageModule.sharded_state_dict", _output_layer_shape_strict),)),
+    Mutant("experts_key_prefix_once", None, "SequentialMLP keys its experts under 'mlp.experts.' instead of "
+           "'mlp.experts.experts.' (the prefix TEGroupedMLP copies), so checkpoints of the two differ",
+           (Patch(EXPERTS + ":SequentialMLP.sharded_state_dict", _experts_prefix_once),)),
+    Mutant("experts_replica_dense_dp", None, "expert entries replicate over the dense DP rank instead of the "
+           "expert-DP rank (DP modulo EP): the experts of an EP rank whose dense DP rank is not 0 have no main "
+           "replica, so no rank saves them",
+           (Patch(EXPERTS + ":SequentialMLP.sharded_state_dict", _experts_dense_dp_replica),)),
     # the candidate shard-split design (not Megatron's code; mutants of the harness's candidate, run
     # with --candidate shard-split: each a mistake the pending PR could make)
     Mutant("candidate_piece_offset_no_tp_term", 23, "candidate shard-split design: a piece's offset in its "
@@ -534,6 +601,62 @@ MUTANTS_TABLE = (
            (Patch(_candidate("_chunk_global_rows"), _candidate_global_from_padded),)),
 )
 
+# ---- the training load path (docs/roundtrip.md "Real models", scenario real_gpt_hybrid_training) ---
+
+def _no_gpt_to_hybrid_setup(original, M):
+    @functools.wraps(original)
+    def setup(args, ckpt_args, model):
+        return None, False  # "checkpoint and runtime already agree": no layer maps, no retarget
+    return setup
+
+
+def _gpt_to_hybrid_setup_without_optimizer(original, M):
+    @functools.wraps(original)
+    def setup(args, ckpt_args, model):
+        layer_maps, _ = original(args, ckpt_args, model)
+        return layer_maps, False  # the layer maps, but the optimizer's state is not retargeted with the model's
+    return setup
+
+
+MUTANTS_TABLE += (
+    Mutant("training_skips_gpt_to_hybrid_setup", None, "load_checkpoint skips its GPT -> hybrid setup "
+           "(_maybe_setup_gpt_to_hybrid_load answers (None, False)): a GPT checkpoint is read with the hybrid "
+           "run's own keys and args, as if that run had saved it",
+           (Patch("megatron.training.checkpointing:_maybe_setup_gpt_to_hybrid_load", _no_gpt_to_hybrid_setup),),
+           tier="real"),
+    Mutant("training_gpt_to_hybrid_skips_optimizer", None, "load_checkpoint's GPT -> hybrid setup answers "
+           "load_optim False although the GPT run saved optimizer state: the model is retargeted, the optimizer's "
+           "sharded state dict is not, so its state is asked for under the hybrid run's own keys",
+           (Patch("megatron.training.checkpointing:_maybe_setup_gpt_to_hybrid_load",
+                  _gpt_to_hybrid_setup_without_optimizer),),
+           tier="real"),
+)
+
+# ---- GTP replica ids (real model code; killed by the gate's model_dump group at GTP > 1) ---------
+
+GTP_IMPL = "megatron.core.tensor_parallel.generalized_tensor_parallelism"
+
+
+def _gtp_inclusive_dp_replica(original, M):
+    @functools.wraps(original)
+    def replica_rank(param, explicit_group=None):
+        from megatron.core import parallel_state
+        # the DP rank over replicate-DP x gtp_remat (parallel_state's default) instead of the
+        # gtp_remat-excluded one: GTP peers hold different shards, so only GTP rank 0's shards have a writer
+        if not getattr(param, "allreduce", True):
+            return parallel_state.get_expert_data_parallel_rank(with_gtp_remat=True)
+        return parallel_state.get_data_parallel_rank(with_context_parallel=True, with_gtp_remat=True)
+    return replica_rank
+
+
+MUTANTS_TABLE += (
+    Mutant("gtp_replica_id_gtp_inclusive_dp", None, "GTP-sharded weights take their replica id from the "
+           "GTP-inclusive DP rank (g + G*d) instead of the gtp_remat-excluded DP rank (d): every GTP rank but "
+           "0 marks its distinct shard a secondary replica, so no rank saves it",
+           (Patch(GTP_API, _gtp_inclusive_dp_replica),
+            Patch(GTP_IMPL + ":gtp_replica_rank", _gtp_inclusive_dp_replica))),
+)
+
 _BY_NAME = {m.name: m for m in MUTANTS_TABLE}
 assert len(_BY_NAME) == len(MUTANTS_TABLE), "duplicate mutant names in MUTANTS_TABLE"
 
@@ -553,6 +676,8 @@ def describe(M=None):
         row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": [p.target for p in m.patches],
                "description": m.description + " [patches " + ", ".join(p.target for p in m.patches) + "]",
                "applicable": not missing}
+        if m.tier:
+            row["tier"] = m.tier
         if missing:
             row["not_applicable"] = "; ".join(missing)
         out.append(row)

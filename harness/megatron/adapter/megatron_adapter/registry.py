@@ -51,13 +51,15 @@ OPS = {
     "gtp_patches": Op(gtp.gtp_patches, None),
     "gtp_unpatched_save": Op(gtp.gtp_unpatched_save, None),
     "gtp_roundtrip": Op(gtp.gtp_roundtrip, None),
+    "optimizer_resume": Op(gtp.optimizer_resume, None),
     "gtp_all_padding_load": Op(gtp.gtp_all_padding_load, None),
     # The finding checks' ops (harness/gate/gate_invariants.cc, docs/megatron-findings.md).
     "gtp_fresh_retarget": Op(findings.gtp_fresh_retarget, None),
     "load_orderings": Op(findings.load_orderings, None),
     "single_expert_load": Op(findings.single_expert_load, None),
     # Real models (real_models/, docs/adapter-protocol.md "model_dump"): GPTModel / HybridModel on CPU.
-    "model_dump": Op(model_dump.model_dump, None),
+    # needs: a Megatron without its transformer MLP builds no model (unsupported, never a harness error).
+    "model_dump": Op(model_dump.model_dump, ["mlp"]),
 }
 
 # op name -> attribute paths it needs, for the ops hello lists (in the table's order).

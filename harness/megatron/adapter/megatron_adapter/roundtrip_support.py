@@ -90,10 +90,29 @@ def apply_mutant(name, M):
     mutants.apply(name, M)
 
 
+# The harness's own worker code (this adapter folder), where a failure is the harness's. Its mutants and
+# candidates stand in for Megatron's code, so they are not the harness's own.
+_ADAPTER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STANDS_IN_FOR_MEGATRON = (os.path.join(_ADAPTER_DIR, "megatron_adapter", "mutants.py"),
+                           os.path.join(_ADAPTER_DIR, "candidates") + os.sep)
+
+
+def harness_own(filename):
+    path = os.path.abspath(filename)
+    return path.startswith(_ADAPTER_DIR) and not path.startswith(_STANDS_IN_FOR_MEGATRON)
+
+
 def megatron_frame(tb):
-    """The deepest traceback frame inside megatron/ as 'file:line in function'."""
+    """The deepest traceback frame inside megatron/ (Megatron's code, not this adapter) as 'file:line in
+    function'."""
     best = None
     for frame in traceback.extract_tb(tb):
-        if "megatron" + os.sep in frame.filename:
+        if "megatron" + os.sep in frame.filename and not harness_own(frame.filename):
             best = f"{frame.filename[frame.filename.rfind('megatron' + os.sep):]}:{frame.lineno} in {frame.name}"
     return best
+
+
+def never_left_the_harness(tb):
+    """Whether every frame of the traceback is the harness's own worker code: the failure happened before
+    (or instead of) any call into Megatron, torch or a mutant, so it cannot be Megatron's."""
+    return all(harness_own(frame.filename) for frame in traceback.extract_tb(tb))

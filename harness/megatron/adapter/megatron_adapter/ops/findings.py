@@ -3,13 +3,15 @@
 gloo world (gloo_worlds.py) and answers facts; the C++ check judges them against the spec.
 
   gtp_fresh_retarget  finding B: a fresh GDP/Mamba layer's in_proj under GTP retargeted to a GPT
-                      checkpoint; what a load hands back in place of the parameter, per rank
+                      checkpoint; what a load hands back in place of the parameter, per rank (Mamba:
+                      a real GPTModel saved, a real HybridModel retargeted, loaded and load_state_dict;
+                      GDP: the stand-in mixer, until the real-model factory builds GDP layers)
   load_orderings      finding C: serialization.load and MCoreTensorAwareStateDict.to_state_dict of
                       one tree with all-padding GTP ranks, after a real save, per rank
-  single_expert_load  finding A: a GPT save of expert _extra_state objects with E experts, the
-                      hybrid request retargeted, loaded for real (one rank)
+  single_expert_load  finding A: a real GPTModel with E experts saved, a real HybridModel's own state
+                      dict retargeted, loaded for real and taken by load_state_dict (one rank)
 
-The GTP save/load round trip with optimizer state (findings R1, R2) is the existing gtp_roundtrip op.
+Findings R1, R2 (optimizer state across a GTP or TP change) are ops/gtp.py's optimizer_resume op.
 """
 
 import os
@@ -37,13 +39,19 @@ def gtp_fresh_retarget(ctx, req):
     # this op at all, which is not Megatron failing on it.
     ctx.need("interop.retarget_sharded_state_dict_to_gpt_checkpoint", "GPT->Hybrid retargeting of a fresh in_proj")
     ctx.need("interop.gpt_compatible_layer_maps", "GPT->Hybrid retargeting of a fresh in_proj")
+    cols = integer(req, "cols", minimum=1)
+    if cols > 64:
+        raise BadRequest("cols must be at most 64")
     world = ctx.gtp._world({"tp_size": tp, "gtp_size": gtp})
-    payload = {"sections": sections, "names": names, "cols": integer(req, "cols", minimum=1),
+    ckpt = tempfile.mkdtemp(prefix="ih-fresh-")
+    payload = {"sections": sections, "names": names, "cols": cols, "dir": os.path.join(ckpt, "ckpt"),
                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}
     try:
         ranks = world.run("fresh_retarget", payload)
     except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
     return {"ranks": [dict(r, tp=world.coords(i)[1], gtp=world.coords(i)[2]) for i, r in enumerate(ranks)]}
 
 

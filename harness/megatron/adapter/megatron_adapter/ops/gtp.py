@@ -7,6 +7,7 @@ from megatron_adapter.ops.gtp_world_cases import _design, _gtp_params, _is_mamba
 from megatron_adapter import megatron_patches
 from megatron_adapter.worlds import gloo_worlds
 from megatron_adapter.worlds import checkpoint_tasks
+from megatron_adapter.worlds import optimizer_tasks
 
 
 def gtp_pieces(ctx, req):
@@ -67,6 +68,18 @@ def _roundtrip_expected(sections, T1, T2, t2, x):
     return None
 
 
+def _save_and_load_layouts(req, sections):
+    """The request's "save" and "load" layouts ({tp, gtp, pad_for_alignment}); every section divides by tp."""
+    sides = {}
+    for side in ("save", "load"):
+        x = field(req, side)
+        sides[side] = {k: integer(x, k, side, minimum=0 if k == "pad_for_alignment" else 1)
+                       for k in ("tp", "gtp", "pad_for_alignment")}
+        if any(sec % sides[side]["tp"] for sec in sections):
+            raise BadRequest(f"{side}: every section must divide by tp")
+    return sides["save"], sides["load"]
+
+
 def gtp_roundtrip(ctx, req):
     """Real save at (T1, G1, p1) and load at (T2, G2, p2) of the GDP in_proj (gather design) and its
     exp_avg through dist_checkpointing on gloo; every element checked by provenance."""
@@ -77,14 +90,7 @@ def gtp_roundtrip(ctx, req):
     sections = field(req, "sections")  # the GDP in_proj sections at TP = 1
     names = str_list_field(req, "names")
     cols = integer(req, "cols", minimum=1)
-    sides = {}
-    for side in ("save", "load"):
-        x = field(req, side)
-        sides[side] = {k: integer(x, k, side, minimum=0 if k == "pad_for_alignment" else 1)
-                       for k in ("tp", "gtp", "pad_for_alignment")}
-        if any(sec % sides[side]["tp"] for sec in sections):
-            raise BadRequest(f"{side}: every section must divide by tp")
-    sv, ld = sides["save"], sides["load"]
+    sv, ld = _save_and_load_layouts(req, sections)
     ckpt = tempfile.mkdtemp(prefix="ih-gtp-rt-")
     try:
         world_s = ops._world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
@@ -146,6 +152,69 @@ def gtp_roundtrip(ctx, req):
             "exp_avg_stored_shape": stored.get(opt_key, {}).get("size"), "checked": counts,
             "save_seconds": round(save_s, 2), "load_seconds": round(load_s, 2),
             "cpu_patches": saved[0].get("patches", [])}
+
+
+def optimizer_resume(ctx, req):
+    """A GTP weight and its exp_avg saved with Megatron's own optimizer at (T1, G1, p1) and loaded
+    at (T2, G2, p2) (worlds/optimizer_tasks.py): the exp_avg keys the save wrote and the load
+    asked for, Megatron's refusal, or every loaded row checked by provenance."""
+    import shutil
+    import tempfile
+    import time as _time
+    module = string(req, "module")
+    if module not in ("gdp_in_proj", "linear"):
+        raise BadRequest(f"module must be gdp_in_proj or linear, not {module!r}")
+    sections = [int(s_) for s_ in field(req, "sections")]  # at TP = 1
+    names = str_list_field(req, "names") if module == "gdp_in_proj" else ["weight"]
+    if module == "linear":
+        sections = [sum(sections)]
+    cols = integer(req, "cols", minimum=1)
+    if sum(sections) > 256:
+        raise BadRequest("at most 256 rows: the bf16 weight carries each row's index exactly only up to 256")
+    sv, ld = _save_and_load_layouts(req, sections)
+
+    def payload(s, directory):
+        return {"module": module, "sections": [x // s["tp"] for x in sections], "sections_tp1": sections,
+                "names": names, "cols": cols, "pad_for_alignment": s["pad_for_alignment"], "dir": directory}
+
+    ckpt = tempfile.mkdtemp(prefix="ih-opt-resume-")
+    try:
+        t0 = _time.monotonic()
+        world_s = ctx.gtp._world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
+        try:
+            saved = world_s.run("opt_save", payload(sv, ckpt), timeout=300)
+        except gloo_worlds.WorldTaskError as exc:
+            raise exc.op_error("save: ")
+        save_s = _time.monotonic() - t0
+        t0 = _time.monotonic()
+        world_l = ctx.gtp._world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
+        try:
+            loaded = world_l.run("opt_load", payload(ld, ckpt), timeout=300)
+        except gloo_worlds.WorldTaskError as exc:
+            raise exc.op_error("load: ")
+        load_s = _time.monotonic() - t0
+    finally:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    out = {"module": module, "save": sv, "load": ld,
+           "saved_keys": sorted({k for r in saved for k in r["saved_keys"]}),
+           "requested_keys": sorted({k for r in loaded for k in r["requested_keys"]}),
+           "save_seconds": round(save_s, 2), "load_seconds": round(load_s, 2)}
+    refused = [r for r in loaded if "load_error" in r]
+    if refused:
+        return dict(out, ok=False, load_error=refused[0]["load_error"], megatron_frame=refused[0]["megatron_frame"])
+    problems = {"weight": [], "exp_avg": []}
+    for rank, r in enumerate(loaded):
+        _, t, g = world_l.coords(rank)
+        for j in range(r["rows"]):
+            x = g * r["rows"] + j if r["gtp_param"] else j
+            k = optimizer_tasks.global_row(sections, ld["tp"], t, x)
+            for what, base in (("weight", 0), ("exp_avg", optimizer_tasks.EXP_AVG_BASE)):
+                got = int(r[what][j]) - base - 1 if r[what][j] else None
+                if got != k:
+                    problems[what].append({"rank": [t, g], "row": j, "tp_local_row": x, "expected": k, "got": got})
+    return dict(out, ok=not any(problems.values()),
+                weight_mismatches=len(problems["weight"]), exp_avg_mismatches=len(problems["exp_avg"]),
+                first_weight_mismatches=problems["weight"][:5], first_exp_avg_mismatches=problems["exp_avg"][:5])
 
 
 def gtp_all_padding_load(ctx, req):

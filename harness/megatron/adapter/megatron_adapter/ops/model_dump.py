@@ -2,10 +2,13 @@
 HybridModel built on CPU, in the entry JSON of docs/state-dict-json.md. The worlds are the persistent
 gloo worlds (one per world size, reused across requests); the task is worlds/model_tasks.py's."""
 
+import json
+
 from megatron_adapter.errors import BadRequest, OpError, Unsupported
+from megatron_adapter.real_models import factory
 from megatron_adapter.worlds import gloo_worlds
 
-_FIELDS = ("model", "rank", "layers", "tp", "pp", "ep", "etp", "gtp", "dp", "optimizer", "hidden",
+_FIELDS = ("model", "rank", "layers", "tp", "pp", "ep", "etp", "gtp", "pad_alignment", "dp", "optimizer", "hidden",
            "num_attention_heads", "num_query_groups", "kv_channels", "ffn_hidden", "gated_mlp", "add_bias",
            "num_experts", "moe_ffn_hidden", "vocab", "tied_embeddings", "norm", "mamba_heads", "mamba_head_dim",
            "mamba_groups", "mamba_state")
@@ -16,26 +19,48 @@ def model_dump(ctx, req):
     missing = [f for f in _FIELDS if f not in req]
     if missing:
         raise BadRequest(f"model_dump lacks {', '.join(missing)}")
-    if req["optimizer"]:
-        raise Unsupported("model_dump --optimizer: Megatron's DistributedOptimizer is not built on CPU yet")
+    mixer, householder = factory.field(req, "mixer"), factory.field(req, "gdp_householder")
+    if mixer not in ("mamba", "gdp"):
+        raise BadRequest(f"model_dump: mixer must be mamba or gdp, got {mixer!r}")
+    if not isinstance(householder, int) or householder < 1:
+        raise BadRequest(f"model_dump: gdp_householder must be an integer of at least 1, got {householder!r}")
     size = int(req["gtp"]) * int(req["tp"]) * int(req["dp"]) * int(req["pp"])
     if not 1 <= size <= MAX_RANKS:
         raise Unsupported(f"model_dump: a world of {size} ranks (at most {MAX_RANKS} here)")
+    kind = req.get("optimizer_kind", "distributed")
+    if kind not in factory.OPTIMIZER_KINDS:
+        raise BadRequest(f"model_dump: optimizer_kind {kind!r} is not one of {', '.join(factory.OPTIMIZER_KINDS)}")
     rank = int(req["rank"])
     if not 0 <= rank < size:
         raise BadRequest(f"model_dump: rank {rank} is outside the world of {size} ranks")
+    # Every rank of the world builds its model in one task: the other ranks' answers are kept for the
+    # requests that follow (a round-trip plan asks for every rank of the same model in turn).
+    config = json.dumps({k: v for k, v in req.items() if k != "rank"}, sort_keys=True)
+    results = _ALL_RANKS.get(config)
+    if results is None:
+        results = _build_all_ranks(ctx, req, size)
+        _ALL_RANKS.clear()
+        _ALL_RANKS[config] = results
+    mine = results[rank]
+    if "unsupported" in mine:
+        raise Unsupported(mine["unsupported"])
+    if "megatron_error" in mine:
+        raise OpError("megatron_error", mine["megatron_error"])
+    return {"entries": mine["entries"]}
+
+
+_ALL_RANKS = {}  # the last configuration's answers of every rank
+
+
+def _build_all_ranks(ctx, req, size):
     gloo_worlds.set_megatron(ctx.M)
     try:
         world = gloo_worlds.get_world(tp=size, gtp=1, dp=1)
     except gloo_worlds.WorldError as exc:
         raise OpError("harness_error", f"the world for the real model did not start: {exc}")
     try:
-        results = world.run("real_model_dump", dict(req))
+        return world.run("real_model_dump", dict(req))
     except gloo_worlds.WorldTaskError as exc:
         # Building a model that Megatron supports on this layout must work: a failure means the CPU
         # shims fall short (or no longer match), a harness error, never a finding.
         raise OpError("harness_error", f"the real model could not be built here: {exc}")
-    mine = results[rank]
-    if "unsupported" in mine:
-        raise Unsupported(mine["unsupported"])
-    return {"entries": mine["entries"]}

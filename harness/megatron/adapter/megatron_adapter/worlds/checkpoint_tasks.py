@@ -1,5 +1,5 @@
 """World tasks that save and load for real through Megatron's dist_checkpointing (gloo, CPU): the GTP
-round trip with optimizer state, fresh retargeting, the load orderings, single-expert objects, and the
+round trip with optimizer state, fresh retargeting of the stand-in GDP mixer, the load orderings, and the
 seam's load_state."""
 
 import os
@@ -99,11 +99,12 @@ def task_rt_load(ctx, p):
             "rows": int(w.shape[0]), "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
 
 
-def task_fresh_retarget(ctx, p):
-    """Triage (b): the GDP/Mamba mixer's sharded state dict under GTP, retargeted to a GPT checkpoint
-    with the mixer's layer fresh (gpt_checkpoint_interop), then what the in_proj entry became and
-    what a load hands back in place of the parameter (dist_checkpointing.load_preprocess +
-    merge of the nonpersistent part, Megatron's own code)."""
+def task_fresh_retarget_standin(ctx, p):
+    """Finding B for the GDP mixer, which the real-model factory does not build yet (Mamba is built
+    for real: finding_tasks.task_fresh_retarget): the stand-in mixer's sharded state dict under GTP,
+    retargeted to a GPT checkpoint with the mixer's layer fresh (gpt_checkpoint_interop), then what the
+    in_proj entry became and what a load hands back in place of the parameter
+    (dist_checkpointing.load_preprocess + merge of the nonpersistent part, Megatron's own code)."""
     torch, M = ctx.torch, ctx.M
     mod, weight, mixer_cls = _standin_mixer(ctx, p)
     prefix = "decoder.layers.0.mixer."
@@ -198,51 +199,6 @@ def task_ordering(ctx, p):
             out[name] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                          "frame": megatron_frame(exc.__traceback__)}
         dist.barrier()
-    return out
-
-
-def task_single_expert(ctx, p):
-    """Triage (a): one expert (E = 1). A GPT save writes an expert's _extra_state ShardedObject with
-    the layer and expert axes (make_sharded_object_for_checkpoint over ((0, l, L), (1, e, E)));
-    the hybrid run's object has the expert axis only, (1,)/(0,) when E = 1, which retargeting
-    treats as the layer-axis placeholder. Real save, retarget, load (one rank)."""
-    torch, M = ctx.torch, ctx.M
-    from megatron.core import dist_checkpointing
-    from megatron.core.transformer.utils import make_sharded_object_for_checkpoint
-    _cpu_save_patches(torch)
-    E, pattern = int(p["experts"]), p["pattern"]
-    maps = M.interop.gpt_compatible_layer_maps(pattern)
-    L = int(maps.num_gpt_layers)
-    suffix = "mlp.experts.linear_fc1._extra_state{e_unused}"
-    gpt = {}
-    for hybrid_idx, gpt_idx in sorted(maps.mlp_to_gpt.items()):
-        for e in range(E):
-            key = "decoder.layers." + suffix.format(e_unused="")
-            gpt[f"{gpt_idx}.{e}"] = make_sharded_object_for_checkpoint(
-                {"layer": gpt_idx, "expert": e}, key, ((0, gpt_idx, L), (1, e, E)), replica_id=(0, 0, 0))
-    d = p["dir"]
-    os.makedirs(d, exist_ok=True)
-    saved_keys = sorted(v.unique_key for v in gpt.values())
-    try:
-        dist_checkpointing.save(gpt, d)
-    except BaseException as exc:  # noqa: BLE001
-        return {"saved": saved_keys, "save_error": f"{type(exc).__name__}: {str(exc)[:400]}"}
-    hybrid = {}
-    for hybrid_idx in sorted(maps.mlp_to_gpt):
-        for e in range(E):
-            key = f"decoder.layers.{hybrid_idx}." + suffix.format(e_unused="")
-            hybrid[f"{key}#{e}"] = make_sharded_object_for_checkpoint(None, key, ((0, e, E),), replica_id=(0, 0, 0))
-    before = {k: v.unique_key for k, v in hybrid.items()}
-    M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(hybrid, maps)
-    after = {k: v.unique_key for k, v in hybrid.items()}
-    out = {"saved": sorted(v.unique_key for v in gpt.values()), "hybrid_before": before, "requested": after}
-    try:
-        loaded = dist_checkpointing.load(hybrid, d)
-        out["load"] = {k: v for k, v in loaded.items()}
-    except BaseException as exc:  # noqa: BLE001
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        out["load_error"] = f"{type(exc).__name__}: " + (lines[-1] if lines else "")[:400]
-        out["frame"] = megatron_frame(exc.__traceback__)
     return out
 
 

@@ -1,24 +1,32 @@
 """World tasks of real models (docs/adapter-protocol.md, model_dump): every rank builds its chunk of a
 real GPTModel or HybridModel on CPU under the declared shims and returns its sharded state dict as
-entry JSON; parallel_state is pointed back at the world's own groups afterwards."""
+entry JSON; the groups Megatron made for it are destroyed and parallel_state points back at the world's own
+groups afterwards."""
 
 from megatron_adapter.real_models import factory, shims
 from megatron_adapter.worlds import worker_context
 
 
 def task_real_model_dump(ctx, req):
-    from megatron.core import parallel_state as ps
-
     from megatron_adapter.codec import Codec
     factory.init_parallel_state(req)
     try:
-        with shims.applied():
+        factory.require_buildable(req)
+        with shims.applied(optimizer=bool(req["optimizer"]), gdp=factory.field(req, "mixer") == "gdp"):
             chunks = factory.build(ctx.M, req)
-            tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
+            # no_grad: under GTP the checkpoint code gathers shards with gloo's CPU all_gather_into_tensor,
+            # which writes through views that autograd refuses while the parameter requires grad (NCCL
+            # writes in place); the R1/R2 scripts build their trees the same way (docs/megatron-patches.md).
+            with ctx.M.torch.no_grad():
+                tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
+            if req["optimizer"]:
+                tree["optimizer"] = factory.optimizer_sharded_state_dict(ctx.M, chunks, dict(tree),
+                                                                         req.get("optimizer_kind", "distributed"))
         entries = Codec(ctx.M).encode(tree, "dotted")
     except factory.UnsupportedConfig as exc:
         return {"unsupported": str(exc)}
+    except factory.MegatronRefused as exc:
+        return {"megatron_error": str(exc)}
     finally:
-        ps.destroy_model_parallel()
-        worker_context.build_groups(ctx)
+        worker_context.release_task_groups(ctx)
     return {"entries": entries}

@@ -1,7 +1,7 @@
 """The world tasks: one table from task name to function(ctx, payload) -> picklable result. A worker
 runs what the parent asks by name (gloo_worlds.World.run); forked workers see the parent's table."""
 
-from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks, model_tasks
+from megatron_adapter.worlds import checkpoint_tasks, finding_tasks, gdp_tasks, model_tasks, optimizer_tasks
 
 TASKS = {
     "ping": gdp_tasks.task_ping,
@@ -12,9 +12,11 @@ TASKS = {
     "restore_parallel_state": gdp_tasks.task_restore_parallel_state,
     "rt_save": checkpoint_tasks.task_rt_save,
     "rt_load": checkpoint_tasks.task_rt_load,
-    "fresh_retarget": checkpoint_tasks.task_fresh_retarget,
+    "opt_save": optimizer_tasks.task_opt_save,
+    "opt_load": optimizer_tasks.task_opt_load,
+    "fresh_retarget": finding_tasks.task_fresh_retarget,
     "ordering": checkpoint_tasks.task_ordering,
-    "single_expert": checkpoint_tasks.task_single_expert,
+    "single_expert": finding_tasks.task_single_expert,
     "ckpt_save": checkpoint_tasks.task_ckpt_save,
     "load_state": checkpoint_tasks.task_load_state,
     "real_model_dump": model_tasks.task_real_model_dump,

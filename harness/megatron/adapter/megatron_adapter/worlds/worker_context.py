@@ -97,3 +97,35 @@ def install_groups(ctx):
     else:
         ps._DATA_PARALLEL_GROUP = ctx.dp_cp_group
         ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_cp_group
+
+
+
+def destroy_task_groups(ctx, made=()):
+    """Destroys the process groups a task made (`made`, and those Megatron's initialize_model_parallel left
+    in parallel_state), never the world's own: each gloo group keeps threads until it is destroyed, and a
+    persistent world ran out of CPU to the thousands a gate's tasks left behind. parallel_state is reset."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    seen = {id(g) for g in (ctx.tp_group, ctx.gtp_group, ctx.dp_cp_group, ctx.dp_excl_group) if g is not None}
+    doomed = []
+
+    def collect(value):
+        if isinstance(value, dist.ProcessGroup) and id(value) not in seen and value is not dist.group.WORLD:
+            seen.add(id(value))
+            doomed.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+    collect(list(made))
+    for value in list(vars(ps).values()):
+        collect(value)
+    ps.destroy_model_parallel()
+    for group in doomed:
+        dist.destroy_process_group(group)
+
+
+def release_task_groups(ctx):
+    """After a task that ran Megatron's own initialize_model_parallel: its groups destroyed
+    (destroy_task_groups) and parallel_state pointed back at the world's own groups (no new groups)."""
+    destroy_task_groups(ctx)
+    install_groups(ctx)

@@ -95,3 +95,35 @@ def test_an_election_without_a_replica_group_is_gtp_replica_group_unknown(gtp_ct
     assert kind_of_failure(gtp_ctx, "gtp_param_entry", key=KEY, rows=8, cols=2, pad_for_alignment=0,
                            election={"world": world, "globals": None, "caller": False, "expert": False,
                                      "global_rank": 0}) == "gtp_replica_group_unknown"
+
+
+GDP_SECTIONS = [20, 20, 20, 20, 6, 6, 6, 6, 4, 4, 4, 4]
+GDP_NAMES = ["z", "V0", "V1", "V2", "K0", "K1", "K2", "Q", "b0", "b1", "b2", "a"]
+
+
+def resume(ctx, module, save, load):
+    side = lambda tp, gtp, pad: {"tp": tp, "gtp": gtp, "pad_for_alignment": pad}  # noqa: E731
+    return call(ctx, "optimizer_resume", module=module, sections=GDP_SECTIONS, names=GDP_NAMES, cols=2,
+                save=side(*save), load=side(*load))
+
+
+@pytest.mark.worlds
+def test_optimizer_resume_at_tp1_keeps_every_row(gtp_ctx):
+    got = resume(gtp_ctx, "gdp_in_proj", (1, 2, 16), (1, 4, 16))
+    assert got["ok"] and got["saved_keys"] == got["requested_keys"] == [
+        "optimizer.state.exp_avg.decoder.layers.0.mixer.in_proj.weight"]
+
+
+@pytest.mark.worlds
+def test_optimizer_resume_reports_the_keys_megatron_asks_for(gtp_ctx):
+    # R1: the GTP save's per-shard exp_avg key against the GTP-1 run's split keys (a Megatron KeyError)
+    got = resume(gtp_ctx, "gdp_in_proj", (1, 2, 16), (1, 1, 16))
+    assert not got["ok"] and "KeyError" in got["load_error"]
+    assert len(got["requested_keys"]) == 12 and got["saved_keys"] != got["requested_keys"]
+
+
+@pytest.mark.worlds
+def test_optimizer_resume_checks_a_plain_linear_row_by_row(gtp_ctx):
+    # R2: a plain GTP linear at TP 2 across GTP 2 -> 4 misplaces 120 rows of each tensor, silently
+    got = resume(gtp_ctx, "linear", (2, 2, 32), (2, 4, 32))
+    assert (got["weight_mismatches"], got["exp_avg_mismatches"]) == (120, 120)

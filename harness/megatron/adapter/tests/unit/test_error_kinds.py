@@ -115,3 +115,34 @@ def test_election_failure_kind_needs_the_raiser():
     assert kind_of(facts_of(gtp_replica_rank), ELECTION_FAILURE_KINDS) == "gtp_replica_group_unknown"
     assert kind_of(facts_of(somewhere_else), ELECTION_FAILURE_KINDS) is None
     assert kind_of(None, ELECTION_FAILURE_KINDS) is None  # a reply without facts
+
+
+def _traceback_of(call):
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001
+        return exc.__traceback__
+    raise AssertionError("the call did not raise")
+
+
+def test_a_failure_in_the_harness_own_code_never_left_it():
+    # A harness call with the wrong arguments (a TypeError raised at the call, in this adapter's code).
+    from megatron_adapter import roundtrip_support as rt
+    tb = _traceback_of(lambda: rt.megatron_frame())
+    assert rt.never_left_the_harness(tb)
+    assert rt.megatron_frame(tb) is None  # the adapter's own files are not Megatron's, though under megatron/
+
+
+def test_a_failure_inside_other_code_left_the_harness():
+    import json
+    from megatron_adapter import roundtrip_support as rt
+    tb = _traceback_of(lambda: json.loads("{"))  # raised inside the standard library, as inside Megatron
+    assert not rt.never_left_the_harness(tb)
+
+
+def test_mutants_stand_in_for_megatron():
+    import os
+    from megatron_adapter import roundtrip_support as rt
+    mutants = os.path.join(os.path.dirname(rt.__file__), "mutants.py")
+    assert not rt.harness_own(mutants)
+    assert rt.harness_own(rt.__file__)

@@ -117,12 +117,22 @@ def test_a_module_with_no_code_of_the_family_is_not_applicable(fake):
         mp.check("p", fake(NO_GTP + "\ndef _gtp_helper():\n    pass\n"), "HAVE_GTP", False, FLAG)
 
 
-def test_an_optional_patch_whose_module_is_absent_is_not_applicable(monkeypatch):
+def test_a_patch_whose_module_is_absent_is_not_applicable(monkeypatch):
+    # A megatron-core without the module (no GDP at all) has no code of the patch's family, optional or not.
     monkeypatch.setattr(mp, "OPTIONAL", {"opt"})
-    module, reason = mp._check_or_optional("opt", "ih_no_such_module", "HAVE_NVRX", False, FLAG)
-    assert module is None and "cannot import ih_no_such_module" in reason
-    with pytest.raises(mp.PatchError):  # not optional: the same is an error
-        mp._check_or_optional("other", "ih_no_such_module", "HAVE_NVRX", False, FLAG)
+    for name in ("opt", "other"):
+        module, reason = mp._check_or_optional(name, "ih_no_such_module", "HAVE_NVRX", False, FLAG)
+        assert module is None and "ih_no_such_module is not in this Megatron" in reason
+
+
+def test_a_module_whose_dependency_is_missing_is_an_error_unless_optional(fake, monkeypatch):
+    # The module is there but cannot import (a missing dependency): only an optional patch may skip it.
+    broken = fake("import ih_missing_dependency\nHAVE_GTP = False\n")
+    monkeypatch.setattr(mp, "OPTIONAL", {"opt"})
+    module, reason = mp._check_or_optional("opt", broken, "HAVE_GTP", False, FLAG)
+    assert module is None and "cannot import" in reason
+    with pytest.raises(mp.PatchError, match="cannot import"):
+        mp._check_or_optional("other", broken, "HAVE_GTP", False, FLAG)
 
 
 def test_an_optional_patch_present_but_changed_stays_an_error(fake, monkeypatch):

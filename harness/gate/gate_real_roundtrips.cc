@@ -1,0 +1,46 @@
+// The real tier's round trips (issue 17): Megatron's own GPTModel saved by A ranks and its HybridModel
+// loaded by B ranks, every element checked by the LibTorch verifier. The gate cannot start worlds itself
+// (harness/roundtrip is not its room): the command hands in the runner, and each check judges one
+// scenario's outcome.
+#include <utility>
+
+#include "harness/gate/gate.h"
+
+namespace ih::gate {
+
+std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
+                                         const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
+                                         RealRoundTripRunner runner) {
+  std::vector<Check> out;
+  for (const auto& [save_ranks, load_ranks] : directions)
+    for (const std::string& scenario : scenarios) {
+      const std::string name = scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
+      out.push_back(
+          Check::typed("real-roundtrips", name, [=, runner = runner](Implementation& target) -> Result<Violations> {
+            if (!runner) return unsupported(target.name(), "real round trips (no round-trip worlds in this command)");
+            IH_TRY_ASSIGN(result, runner(target, scenario, save_ranks, load_ranks));
+            const std::string first = result.problems.empty() ? std::string() : "; " + result.problems.front();
+            switch (result.outcome) {
+              case Outcome::passed:
+                if (result.elements_verified > 0) return Violations{};
+                return Violations{{"nothing_verified", scenario, scenario + ": passed with no element verified"}};
+              case Outcome::not_run: return make_error(seam_kind::unsupported, scenario + " did not run" + first);
+              case Outcome::harness_error: return make_error(seam_kind::harness_error, scenario + first);
+              case Outcome::timeout: return make_error(seam_kind::timeout, scenario + first);
+              case Outcome::failed:
+              case Outcome::known_finding: break;
+            }
+            Violations found;
+            if (result.wrong_elements > 0)
+              found.push_back({"elements_wrong", scenario,
+                               scenario + ": " + std::to_string(result.wrong_elements) + " of " +
+                                   std::to_string(result.elements_verified) + " elements wrong" + first});
+            else
+              found.push_back({"roundtrip_failed", scenario, scenario + first});
+            return found;
+          }));
+    }
+  return out;
+}
+
+}  // namespace ih::gate

@@ -1,0 +1,225 @@
+"""World tasks that save and load a GTP weight with Megatron's own optimizer (findings R1, R2): a
+ColumnParallelLinear that Megatron's constructor wraps under GTP, either alone (a plain GTP linear)
+or as a GDP mixer's in_proj, and Float16OptimizerWithFloat16Params over torch's Adam, whose
+sharded_state_dict matches its params to the model's entries by identity (and rebuilds the GTP
+in_proj's per-shard entry, _backfill_gtp_sharded_param_map). Nothing of the optimizer's state dict
+is built by the harness. The module and the optimizer are saved with dist_checkpointing.save and
+requested again at another layout with dist_checkpointing.load.
+
+Rows carry their provenance as small values: the weight (bf16) row of global row k (the row's index
+in the TP-1 layout) holds k + 1, its exp_avg (the fp32 main param's state) EXP_AVG_BASE + k + 1, pad
+rows 0; bf16 holds every integer up to 256 exactly, so the op limits the rows to that.
+
+CPU shims the optimizer needs, applied for the task and undone after it (docs/megatron-patches.md):
+torch.Tensor.type() with no argument names a CPU tensor torch.cuda.* (the Float16 optimizer accepts
+only CUDA tensor types) and torch.tensor(..., device="cuda") lands on the CPU (its loss-scale
+tensor); Adam's state initializer is written out (Megatron's is local to its optimizer factory).
+"""
+
+import contextlib
+import re
+
+from megatron_adapter.worlds.checkpoint_tasks import _cpu_save_patches
+from megatron_adapter.worlds.gdp_tasks import _layout_dims
+from megatron_adapter.worlds.worker_context import megatron_frame, raised_in_harness
+
+EXP_AVG_BASE = 1000
+IN_PROJ_PREFIX = "decoder.layers.0.mixer."
+LINEAR_PREFIX = "decoder.layers.0.mlp.linear_fc1."
+
+
+def global_row(sections, tp_size, t, x):
+    """The TP-1 row of TP-local row x of TP rank t (sections at TP 1, split by TP), None past them."""
+    start_tp, start_global = 0, 0
+    for s in sections:
+        local = s // tp_size
+        if x < start_tp + local:
+            return start_global + t * local + (x - start_tp)
+        start_tp += local
+        start_global += s
+    return None
+
+
+@contextlib.contextmanager
+def _cpu_optimizer_shims(torch):
+    plain_type, plain_tensor = torch.Tensor.type, torch.tensor
+
+    def cuda_type(self, *args, **kwargs):
+        name = plain_type(self, *args, **kwargs)
+        if args or kwargs or not name.startswith("torch.") or name.startswith("torch.cuda."):
+            return name
+        return "torch.cuda." + name[len("torch."):]
+
+    def cpu_tensor(*args, **kwargs):
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return plain_tensor(*args, **kwargs)
+
+    torch.Tensor.type, torch.tensor = cuda_type, cpu_tensor
+    try:
+        yield
+    finally:
+        torch.Tensor.type, torch.tensor = plain_type, plain_tensor
+
+
+@contextlib.contextmanager
+def _pad_for_alignment(ctx, pad):
+    gtp = ctx.M.gtp
+    saved = gtp.GTP_CONFIG.pad_for_alignment
+    gtp.GTP_CONFIG.pad_for_alignment = pad
+    try:
+        yield
+    finally:
+        gtp.GTP_CONFIG.pad_for_alignment = saved
+
+
+def _build(ctx, p):
+    """The module (named as training names it), its weight, the optimizer and the model's sharded
+    state dict function, at this world's layout."""
+    torch = ctx.torch
+    import types
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.optimizer.optimizer import Float16OptimizerWithFloat16Params
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.tensor_parallel.generalized_tensor_parallelism import tag_gtp_params_with_names
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear
+
+    sections = list(p["sections"])  # TP-local
+    config = ModelParallelConfig(tensor_model_parallel_size=ctx.tp_size, gtp_weight_remat_size=ctx.gtp_size,
+                                 use_cpu_initialization=True, perform_initialization=False,
+                                 params_dtype=torch.bfloat16, bf16=True)
+    pgs = ProcessGroupCollection(tp=ctx.tp_group, dp_cp=ctx.dp_excl_group, gtp_remat=ctx.gtp_group)
+    linear = ColumnParallelLinear(int(p["cols"]), sum(sections) * ctx.tp_size, config=config,
+                                  init_method=lambda w: None, bias=False, tp_group=ctx.tp_group, pg_collection=pgs)
+    model = torch.nn.Module()
+    model.decoder = torch.nn.Module()
+    model.decoder.layers = torch.nn.ModuleList([torch.nn.Module()])
+    if p["module"] == "gdp_in_proj":
+        _, d_inner, group_state, nheads, m = _layout_dims(sections, list(p["names"]))
+        mixer = torch.nn.Module()
+        mixer.d_inner_local_tp, mixer.ngroups_local_tp, mixer.d_state = d_inner, 1, group_state
+        mixer.nheads_local_tp, mixer.num_householder = nheads, m
+        mixer.pg_collection = types.SimpleNamespace(tp=ctx.tp_group)
+        mixer.in_proj = linear
+        mixer.conv1d = torch.nn.Module()  # Megatron's conv weight shape; not in the optimizer
+        mixer.conv1d.weight = torch.nn.Parameter(
+            torch.zeros(d_inner * m + (1 + m) * group_state, 1, 4, dtype=torch.bfloat16), requires_grad=False)
+        model.decoder.layers[0].mixer = mixer
+        key = IN_PROJ_PREFIX + "in_proj.weight"
+
+        def sharded():
+            # metadata None: the mixer takes Megatron's default dp_cp group, as in training
+            return ctx.M.gdp.GatedDeltaProductMixer.sharded_state_dict(mixer, prefix=IN_PROJ_PREFIX, metadata=None)
+    else:
+        model.decoder.layers[0].mlp = torch.nn.Module()
+        model.decoder.layers[0].mlp.linear_fc1 = linear
+        key = LINEAR_PREFIX + "weight"
+
+        def sharded():
+            return linear.sharded_state_dict(prefix=LINEAR_PREFIX, metadata={"dp_cp_group": ctx.dp_excl_group})
+    tag_gtp_params_with_names(model)
+
+    def init_state_fn(opt, config=None):
+        for group in opt.param_groups:
+            for param in group["params"]:
+                if len(opt.state[param]) == 0:
+                    opt.state[param]["exp_avg"] = torch.zeros_like(param.data)
+                    opt.state[param]["exp_avg_sq"] = torch.zeros_like(param.data)
+
+    opt_config = OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True, params_dtype=torch.bfloat16)
+    optimizer = Float16OptimizerWithFloat16Params(torch.optim.Adam([linear.weight], lr=1e-3), opt_config, None,
+                                                  init_state_fn)
+    return key, linear.weight, optimizer, sharded
+
+
+def _provenance(ctx, p, weight, base):
+    """This rank's rows: base + global row + 1 on real rows, 0 on padding."""
+    torch = ctx.torch
+    rows = weight.shape[0]
+    gtp_param = bool(getattr(weight, "is_gtp_weight_remat", False))
+    values = []
+    for j in range(rows):
+        x = ctx.g * rows + j if gtp_param else j
+        k = global_row(p["sections_tp1"], ctx.tp_size, ctx.t, x)
+        values.append(0.0 if k is None else float(base + k + 1))
+    return torch.tensor(values, dtype=torch.float32).unsqueeze(1).expand(rows, int(p["cols"]))
+
+
+def _trees(ctx, sharded, optimizer, loading):
+    torch = ctx.torch
+    with torch.no_grad():  # gloo's CPU all_gather writes through views, which autograd refuses
+        model = sharded()
+        return {"model": model, "optimizer": optimizer.sharded_state_dict(model, is_loading=loading)}
+
+
+def _exp_avg_keys(tree):
+    from megatron.core.dist_checkpointing.dict_utils import nested_values
+    from megatron.core.dist_checkpointing.mapping import ShardedTensorFactory
+    keys = set()
+    for v in nested_values(tree["optimizer"]):
+        if isinstance(v, ShardedTensorFactory):
+            keys |= {getattr(x, "key", "") for x in nested_values(v.build())}
+        else:
+            keys.add(getattr(v, "key", ""))
+    return sorted(k for k in keys if k.startswith("optimizer.state.exp_avg."))
+
+
+def _cause(exc):
+    """What the failing rank raised: for torch's CheckpointException (every rank's traceback in its
+    text) the last 'SomeError: ...' line; the list of stored keys a KeyError carries is elided."""
+    text = str(exc)
+    raised = [ln.strip() for ln in text.splitlines() if re.match(r"^\s*[A-Za-z_.]+(Error|Exception): ", ln)]
+    message = " ".join((raised[-1] if raised else text).split())
+    return f"{type(exc).__name__}: " + re.sub(r"(not in state dict): \[.*\]", r"\1: [...]", message)[:400]
+
+
+def _frame(exc):
+    """The deepest Megatron frame named in a CheckpointException's text, else the traceback's."""
+    inner = re.findall(r'File "[^"]*/(megatron/core/[^"]*)", line (\d+), in (\w+)', str(exc))
+    if inner:
+        path, line, function = inner[-1]
+        return f"{path.split('megatron/', 1)[1]}:{line} in {function}"
+    return megatron_frame(exc.__traceback__)
+
+
+def task_opt_save(ctx, p):
+    torch = ctx.torch
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    _cpu_save_patches(torch)
+    with _cpu_optimizer_shims(torch), _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
+        key, weight, optimizer, sharded = _build(ctx, p)
+        with torch.no_grad():
+            weight.copy_(_provenance(ctx, p, weight, 0))
+            optimizer.init_state_fn(optimizer.optimizer)
+            optimizer.optimizer.state[weight.main_param]["exp_avg"].copy_(_provenance(ctx, p, weight, EXP_AVG_BASE))
+        tree = _trees(ctx, sharded, optimizer, loading=False)
+        dist.barrier()
+        dist_checkpointing.save(tree, p["dir"])
+        dist.barrier()
+    return {"saved_keys": _exp_avg_keys(tree)}
+
+
+def task_opt_load(ctx, p):
+    """What this rank's load asked for and got: the exp_avg keys requested, and Megatron's refusal or
+    the first column of the loaded weight and exp_avg rows."""
+    torch = ctx.torch
+    from megatron.core import dist_checkpointing
+    _cpu_save_patches(torch)
+    with _cpu_optimizer_shims(torch), _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
+        key, weight, optimizer, sharded = _build(ctx, p)
+        tree = _trees(ctx, sharded, optimizer, loading=True)
+        out = {"requested_keys": _exp_avg_keys(tree), "rows": int(weight.shape[0]),
+               "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
+        try:
+            loaded = dist_checkpointing.load(tree, p["dir"])
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
+            if raised_in_harness(exc.__traceback__):
+                raise
+            return dict(out, load_error=_cause(exc), megatron_frame=_frame(exc))
+    exp_avg = loaded["optimizer"]["optimizer"]["state"][0]["exp_avg"]
+    return dict(out, weight=[float(v) for v in loaded["model"][key][:, 0].float()],
+                exp_avg=[float(v) for v in exp_avg[:, 0].float()])
