@@ -14,4 +14,10 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDI
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIH_DEBUG_INFO=lines -DIH_OPTIMIZE=1 "$@" >/dev/null
 targets=()
 for target in ${IH_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+# A whole build includes the round trips' LibTorch verifier (EXCLUDE_FROM_ALL: it needs the venv's torch)
+# where the configure found one; otherwise the first round-trip test builds it inside its own timeout,
+# beside the other tests (on CI's 2 cores that took megatron_roundtrip past its 600 s).
+if [ ${#targets[@]} = 0 ] && grep -q '^configured ' "$build/roundtrip-verifier.txt" 2>/dev/null; then
+  targets=(--target all --target ih_roundtrip_verifier)
+fi
 cmake --build "$build" -j "$jobs" ${targets[@]+"${targets[@]}"}
