@@ -243,11 +243,13 @@ Status emit_dense_mlp(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   return Ok{};
 }
 
-/// MoE layer: router replicated; every local expert adds an expert axis after the layer axis.
+/// MoE layer: router (and its bias) replicated; every local expert adds an expert axis after the layer axis.
 Status emit_moe(Emitter& e, const ModelConfig& c, const RankLayout& l, const std::string& key_prefix,
                 const std::string& path_prefix, const std::vector<AxisOffset>& prefix) {
   IH_TRY_STATUS(e.norm("pre_mlp_layernorm.", c));
   IH_TRY_STATUS(e.tensor("mlp.router.weight", {c.num_experts, c.hidden}, Sharding::replicated));
+  // TopKRouter gives its gating linear a bias whenever the linears have one (add_bias_linear).
+  if (c.add_bias) IH_TRY_STATUS(e.tensor("mlp.router.bias", {c.num_experts}, Sharding::replicated));
   const std::int64_t local_experts = c.num_experts / l.ep, rows = c.moe_ffn_hidden / l.etp;
   e.set_expert(true);
   for (std::int64_t local = 0; local < local_experts; ++local) {
