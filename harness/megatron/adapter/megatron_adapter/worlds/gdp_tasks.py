@@ -4,7 +4,7 @@ wrap_module_params_gtp wraps, its save and merge, and GTP's writer election (doc
 from candidates import shard_split  # selects the candidate design per task (inactive unless installed)
 
 from megatron_adapter.error_kinds import exception_facts
-from megatron_adapter.worlds.worker_context import (build_groups, decode_rows, destroy_task_groups, megatron_frame,
+from megatron_adapter.worlds.worker_context import (decode_rows, destroy_task_groups, install_groups, megatron_frame,
                                                    row_code)
 
 
@@ -321,7 +321,7 @@ def task_election(ctx, p):
 
 
 def task_restore_parallel_state(ctx, payload):
-    """parallel_state's globals pointed back at this world's own groups (build_groups again,
-    collectively on every rank): an election builds and destroys its own on a borrowed world."""
-    build_groups(ctx)
+    """parallel_state's globals pointed back at this world's own groups, which outlive a task (an
+    election builds and destroys its own on a borrowed world): building them again would leak them."""
+    install_groups(ctx)
     return True
