@@ -17,6 +17,7 @@ Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split
 import argparse
 import json
 import os
+import select
 import sys
 
 from megatron_adapter import megatron_patches, mutants
@@ -27,6 +28,37 @@ from megatron_adapter.registry import OPS, REQUIREMENTS
 from megatron_adapter.worlds import gloo_worlds
 
 PROTOCOL = 1
+
+# Worlds left idle this long are closed (they start again on the next op that needs them): an idle
+# world's ranks keep gloo threads that wake every 10 ms, and a gate leaves its adapter idle for minutes
+# while its real round trips run in worlds of their own.
+IDLE_CLOSE_S = 60.0
+
+
+def request_lines(fd, idle_s, on_idle):
+    """The lines read from fd (bytes, newline kept; the last may lack one); on_idle() runs once whenever
+    no byte has come for idle_s seconds."""
+    pending = bytearray()
+    idle_called = False
+    while True:
+        newline = pending.find(b"\n")
+        if newline >= 0:
+            line = bytes(pending[: newline + 1])
+            del pending[: newline + 1]
+            yield line
+            continue
+        ready, _, _ = select.select([fd], [], [], None if idle_called else idle_s)
+        if not ready:
+            on_idle()
+            idle_called = True
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            if pending:
+                yield bytes(pending)
+            return
+        pending += chunk
+        idle_called = False
 
 
 def _protect_stdout():
@@ -191,7 +223,7 @@ def main(argv=None):
         except Exception as exc:  # noqa: BLE001
             startup_error = str(exc)
             log("--mutant failed:", startup_error)
-    for raw in sys.stdin.buffer:
+    for raw in request_lines(sys.stdin.fileno(), IDLE_CLOSE_S, gloo_worlds.close_all):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
