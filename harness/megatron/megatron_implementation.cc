@@ -158,8 +158,11 @@ Result<json::Json> MegatronImplementation::call(const std::string& op, json::Jso
   IH_TRY_ASSIGN(reply, json::parse(text));
   if (!reply.is_object() || !reply.contains("ok")) return protocol_error("no \"ok\"", reply);
   if (!reply["ok"].get<bool>()) {
-    Error error = json::error_from_json(reply.value("error", json::Json::object()));
+    const json::Json fault = reply.value("error", json::Json::object());
+    Error error = json::error_from_json(fault);
     if (reply.value("unsupported", false)) error.kind = seam_kind::unsupported;  // the kind names it when shown
+    // A bug of the adapter's own (a world worker that died mid-task among them) gives no verdict on Megatron.
+    if (fault.is_object() && fault.value("kind", std::string()) == "internal") error.kind = seam_kind::harness_error;
     return error;
   }
   if (!reply.contains("result")) return protocol_error("no \"result\"", reply);
