@@ -220,6 +220,7 @@ def run(args):
     from megatron_adapter.megatron_import import load_megatron
     from megatron_adapter.codec import Codec
     from megatron_adapter import roundtrip_support as rt  # the CPU patches, the mutants, megatron_frame
+    from megatron_adapter.worlds import worker_context
 
     M = load_megatron(args.megatron_path)
     torch = M.torch
@@ -257,6 +258,8 @@ def run(args):
     res["backend"] = backend
     world.flush()
 
+    import gc
+    gc.freeze()  # the imports' objects stay out of the collection after each scenario (destroy_groups_made_since)
     for scenario in world.plan["scenarios"]:
         name = scenario["name"]
         world.status.scenario = name
@@ -265,11 +268,13 @@ def run(args):
         res["scenarios"].append(entry)
         stage = "prepare"
         started = time.perf_counter()
+        groups_before = worker_context.registered_groups()
         try:
             if world.phase == "save":
                 stage = save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
             else:
                 stage = load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device)
+            worker_context.destroy_groups_made_since(groups_before)  # the scenario's layouts, wherever kept
             entry["ok"] = True
             # The whole scenario in this warm world: build, fill and save, or build, retarget, load and dump.
             entry["scenario_seconds"] = time.perf_counter() - started
@@ -307,9 +312,6 @@ def set_stage(world, stage):
     return stage
 
 
-_GTP_CTX = {}
-
-
 def in_proj_design(world, M, gtp_plan):
     """The in_proj save design this side of the scenario uses: "gather" (Megatron's GTP save) or
     "shard-split" (the harness's candidate of the pending PR's design, spec 4.7, installed on the GDP
@@ -344,23 +346,18 @@ def gtp_state(world, M, torch, rank_plan, values):
     from candidates import shard_split
     from megatron_adapter.worlds import gdp_tasks, worker_context
     g = rank_plan["gtp"]
-    key = (g["tp"], g["gtp"])
-    ctx = _GTP_CTX.get(key)
-    if ctx is None:
-        from megatron_adapter import megatron_patches
-        world.result["gtp_patches"] = megatron_patches.apply()
-        ctx = worker_context.Ctx()
-        ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
-        ctx.size = world.size
-        ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
-        ctx.t, ctx.g = divmod(rest, g["gtp"])
-        ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
-        if ctx.size != g["tp"] * g["gtp"]:
-            raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
-        worker_context.build_groups(ctx)
-        _GTP_CTX[key] = ctx
-    else:  # an earlier scenario's layout: parallel_state may still point at another one's groups
-        worker_context.install_groups(ctx)
+    from megatron_adapter import megatron_patches
+    world.result["gtp_patches"] = megatron_patches.apply()
+    # The layout's groups, built for this scenario (run() destroys them after it) and installed in parallel_state.
+    ctx = worker_context.Ctx()
+    ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = world.rank, g["tp"], g["gtp"], 1
+    ctx.size = world.size
+    ctx.d, rest = divmod(world.rank, g["tp"] * g["gtp"])
+    ctx.t, ctx.g = divmod(rest, g["gtp"])
+    ctx.M, ctx.torch, ctx.factories, ctx.megatron_path = M, torch, {}, None
+    if ctx.size != g["tp"] * g["gtp"]:
+        raise ValueError(f"GTP world TP={g['tp']} x G={g['gtp']} does not match {world.size} ranks")
+    worker_context.build_groups(ctx)
     design = in_proj_design(world, M, g)
     prefix = "decoder.layers.0.mixer."
     mod, weight, mixer_cls = gdp_tasks._standin_mixer(ctx, rank_plan["layout"])

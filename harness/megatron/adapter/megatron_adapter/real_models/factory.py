@@ -184,47 +184,9 @@ def build(M, req):
     return {"model": build_gpt(M, req)} if req["model"] == "gpt" else build_hybrid(M, req)
 
 
-# The process groups the last initialize_model_parallel here made. Each gloo group keeps a transport
-# thread that wakes every 10 ms until the group is destroyed, and parallel_state's destroy_model_parallel
-# only forgets them: a world of 15 real scenarios kept 300 such threads per rank, most of its CPU time.
-_MADE_GROUPS = []
-
-
-def parallel_state_groups():
-    """The process groups parallel_state's globals hold (lists of groups included), WORLD left out."""
-    import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-    found, seen = [], set()
-
-    def collect(value):
-        if isinstance(value, dist.ProcessGroup) and id(value) not in seen and value is not dist.group.WORLD:
-            seen.add(id(value))
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                collect(v)
-    for value in list(vars(ps).values()):
-        collect(value)
-    return found
-
-
-def release_parallel_state():
-    """parallel_state reset and the groups init_parallel_state made destroyed (those already destroyed
-    by a task's own clean-up skipped)."""
-    import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-    ps.destroy_model_parallel()
-    registered = dist.distributed_c10d._world.pg_map
-    for group in _MADE_GROUPS:
-        if group in registered:
-            dist.destroy_process_group(group)
-    _MADE_GROUPS.clear()
-
-
 def init_parallel_state(req):
     from megatron.core import parallel_state as ps
-    release_parallel_state()
-    before = {id(g) for g in parallel_state_groups()}
+    ps.destroy_model_parallel()
     from megatron.core.tensor_parallel.generalized_tensor_parallelism import update_gtp_config
     update_gtp_config(pad_for_alignment=int(req["pad_alignment"]))
     ps.initialize_model_parallel(tensor_model_parallel_size=int(req["tp"]), gtp_remat_size=int(req["gtp"]),
@@ -233,7 +195,6 @@ def init_parallel_state(req):
                                  expert_model_parallel_size=int(req["ep"]),
                                  expert_tensor_parallel_size=int(req["etp"]),
                                  create_gloo_process_groups=False)
-    _MADE_GROUPS.extend(g for g in parallel_state_groups() if id(g) not in before)
 
 
 # The optimizers `model dump --optimizer` builds (request field optimizer_kind): Megatron's

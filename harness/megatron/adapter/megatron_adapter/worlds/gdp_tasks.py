@@ -4,7 +4,7 @@ wrap_module_params_gtp wraps, its save and merge, and GTP's writer election (doc
 from candidates import shard_split  # selects the candidate design per task (inactive unless installed)
 
 from megatron_adapter.error_kinds import exception_facts
-from megatron_adapter.worlds.worker_context import (decode_rows, destroy_task_groups, install_groups, megatron_frame,
+from megatron_adapter.worlds.worker_context import (decode_rows, install_groups, megatron_frame,
                                                    row_code)
 
 
@@ -271,11 +271,10 @@ def task_election(ctx, p):
               "replica": _rank_lists(gen, "dp") if is_expert else _rank_lists(gen, "dp-cp"),
               "dp_cp_incl": _rank_lists(gen, "gtp_remat-dp") if is_expert else _rank_lists(gen, "gtp_remat-dp-cp"),
               "ep": _rank_lists(gen, "ep")}
-    groups, made = {}, []
+    groups = {}
     for name, lists in wanted.items():  # every rank creates every group, in the same order
         for ranks in lists:
             g = dist.new_group(ranks, backend="gloo")
-            made.append(g)
             if rank in ranks:
                 groups[name] = (g, ranks)
     ps.destroy_model_parallel()
@@ -316,7 +315,7 @@ def task_election(ctx, p):
         out = {"error": {"type": type(exc).__name__, "message": str(exc)[:2000],
                          "frame": megatron_frame(exc.__traceback__), "facts": exception_facts(exc)}}
     finally:
-        destroy_task_groups(ctx, made)
+        ps.destroy_model_parallel()  # the worker destroys this task's groups after it
     return out
 
 

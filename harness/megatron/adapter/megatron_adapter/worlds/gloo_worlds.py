@@ -41,7 +41,8 @@ if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and 
 from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from megatron_adapter.worlds.task_table import TASKS  # noqa: E402
 from megatron_adapter.errors import OpError  # noqa: E402
-from megatron_adapter.worlds.worker_context import Ctx, build_groups, megatron_frame, raised_in_harness  # noqa: E402,E501
+from megatron_adapter.worlds.worker_context import (Ctx, build_groups, destroy_groups_made_since, megatron_frame,  # noqa: E402
+                                                   raised_in_harness, registered_groups)
 
 
 class WorldError(Exception):
@@ -399,6 +400,8 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
         dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
                                 world_size=ctx.size, timeout=datetime.timedelta(seconds=timeout))
         build_groups(ctx)
+        import gc
+        gc.freeze()  # what Megatron's import made stays out of the collections after each task
         _write_frame(out, {"ok": True, "patches": patches})
     except BaseException as exc:  # noqa: BLE001
         traceback.print_exc()
@@ -409,6 +412,7 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
             req = _read_frame(inp)
         except EOFError:
             break
+        before = registered_groups()
         try:
             fn = TASKS[req["task"]]
             result = fn(ctx, req["payload"])
@@ -419,6 +423,10 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
                      "frame": megatron_frame(exc.__traceback__), "facts": exception_facts(exc),
                      "in_harness": raised_in_harness(exc.__traceback__)}
         _write_frame(out, reply)
+        try:
+            destroy_groups_made_since(before)
+        except Exception:  # noqa: BLE001 - a group left alive costs CPU, not the answer already given
+            traceback.print_exc()
     try:
         import torch.distributed as dist
         dist.destroy_process_group()

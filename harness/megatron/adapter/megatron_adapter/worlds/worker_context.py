@@ -99,33 +99,29 @@ def install_groups(ctx):
         ps._DATA_PARALLEL_GROUP_WITH_CP = ctx.dp_cp_group
 
 
-
-def destroy_task_groups(ctx, made=()):
-    """Destroys the process groups a task made (`made`, and those Megatron's initialize_model_parallel left
-    in parallel_state), never the world's own: each gloo group keeps threads until it is destroyed, and a
-    persistent world ran out of CPU to the thousands a gate's tasks left behind. parallel_state is reset."""
+def registered_groups():
+    """Every process group torch.distributed holds in this process now (the default one included)."""
     import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-    seen = {id(g) for g in (ctx.tp_group, ctx.gtp_group, ctx.dp_cp_group, ctx.dp_excl_group) if g is not None}
-    doomed = []
+    return set(dist.distributed_c10d._world.pg_map)
 
-    def collect(value):
-        if isinstance(value, dist.ProcessGroup) and id(value) not in seen and value is not dist.group.WORLD:
-            seen.add(id(value))
-            doomed.append(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                collect(v)
-    collect(list(made))
-    for value in list(vars(ps).values()):
-        collect(value)
-    ps.destroy_model_parallel()
-    for group in doomed:
+
+def destroy_groups_made_since(before):
+    """Destroys every process group made since `before` (registered_groups() then). Each gloo group keeps a
+    transport thread that wakes every 10 ms until it is destroyed, and Megatron's destroy_model_parallel
+    only forgets its groups (about 20 per initialize_model_parallel): so a world destroys what each task or
+    scenario made, wherever Megatron kept it. Destroying a gloo group is local, no collective."""
+    import gc
+    import torch.distributed as dist
+    made = registered_groups() - before
+    for group in made:
         dist.destroy_process_group(group)
+    if made:
+        gc.collect()  # a group's threads end with its last reference, which a task's modules may keep in cycles
 
 
 def release_task_groups(ctx):
-    """After a task that ran Megatron's own initialize_model_parallel: its groups destroyed
-    (destroy_task_groups) and parallel_state pointed back at the world's own groups (no new groups)."""
-    destroy_task_groups(ctx)
+    """After a task that ran Megatron's own initialize_model_parallel: parallel_state reset and pointed back
+    at the world's own groups (the worker destroys the groups the task made once it has answered)."""
+    from megatron.core import parallel_state as ps
+    ps.destroy_model_parallel()
     install_groups(ctx)
