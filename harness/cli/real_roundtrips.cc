@@ -55,6 +55,7 @@ struct RealRoundTrips {
         [describe](const ModelDumpSpec& m, std::int64_t rank) { return describe->model_state_dict(m, rank); });
     std::map<std::string, gate::RealRoundTripResult> out_map;
     for (const auto& [name, why] : split.not_run) out_map[name] = {Outcome::not_run, 0, 0, {why}};
+    for (const ScenarioOutcome& s : split.undescribed) out_map[s.name] = {s.outcome, 0, 0, s.problems};
     if (split.runnable.empty()) return out_map;
     std::string dir = temp_dir() + "/interop-harness-real-XXXXXX";
     if (!mkdtemp(dir.data())) return make_error(seam_kind::harness_error, "cannot create a temporary directory");

@@ -306,6 +306,7 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   // rank's model (its `model dump`) in persistent gloo worlds, started once for the run.
   std::unique_ptr<MegatronImplementation> describer;
   RealModelEntries real_entries;
+  std::vector<ScenarioOutcome> undescribed;  // real scenarios whose models could not be described: ended already
   if (!real_scenarios.empty()) {
     MegatronOptions mo;
     mo.python = options.python;
@@ -325,16 +326,18 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
     for (const auto& [name, why] : split.not_run) progress << "roundtrip: NOT RUN " << name << ": " << why << "\n";
     real_scenarios = std::move(split.runnable);
     real_entries = std::move(split.describe);
-    if (real_scenarios.empty() && gpt_scenarios.empty() && gtp_scenarios.empty()) {
+    undescribed = std::move(split.undescribed);
+    for (ScenarioOutcome& u : undescribed) u.device = options.device;
+    if (real_scenarios.empty() && gpt_scenarios.empty() && gtp_scenarios.empty() && undescribed.empty()) {
       std::cerr << "roundtrip: NOT RUN: this Megatron builds none of the real scenarios\n";
       return kExitNothingRan;  // Megatron cannot run them here: exit 5, never a harness error or a pass
     }
   }
-  if (gpt_scenarios.empty() && gtp_scenarios.empty() && real_scenarios.empty()) {
+  if (gpt_scenarios.empty() && gtp_scenarios.empty() && real_scenarios.empty() && undescribed.empty()) {
     std::cerr << "ERROR: harness_error: nothing could run\n";
     return kExitHarnessError;
   }
-  Result<WorldRunReport> report = WorldRunReport{};
+  Result<WorldRunReport> report = WorldRunReport{std::move(undescribed)};
   for (auto* group : {&gpt_scenarios, &gtp_scenarios, &real_scenarios}) {
     if (group->empty() || !report.ok()) continue;
     WorldRunOptions o = options;

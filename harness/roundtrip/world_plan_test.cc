@@ -2,6 +2,7 @@
 // LibTorch. Every named scenario at a few world sizes, the files and coverage it promises, one
 // hand-computed expectation per kind of layout change, the plan's oracle field, and each refusal.
 #include "harness/roundtrip/world_plan.h"
+#include "harness/roundtrip/world_run.h"
 
 #include <gtest/gtest.h>
 
@@ -579,6 +580,39 @@ TEST(WorldPlan, RealGtpSwigluFc1IsFilledFromTheReferenceNotFromMegatronsPieces) 
   EXPECT_EQ(written_rows, (std::set<std::int64_t>{0, 64, 128, 192}));
   // The load at GTP 1 is Megatron's own layout (not wrapped): nothing taken from the reference.
   EXPECT_EQ(read_json(dir.path / "load_rank_0.json")["reference_rows"], Json::array());
+}
+
+TEST(WorldPlan, ARealScenarioTheTargetCannotDescribeEndsAloneWithItsOwnOutcome) {
+  // The target answers for three of four scenarios' models; for the others it raises, lacks the
+  // configuration or breaks: only that scenario ends, as Megatron's finding, not run, or no verdict.
+  std::vector<WorldScenario> scenarios;
+  for (const char* name :
+       {"real_gpt_hybrid_tp", "real_hybrid_hybrid_gdp_tp", "real_gpt_hybrid_moe", "real_hybrid_hybrid_gtp"}) {
+    auto s = make_world_scenario(name, 2, 1);
+    ASSERT_TRUE(s.ok()) << name;
+    scenarios.push_back(std::move(*s));
+  }
+  const DescribedByReference reference;
+  auto split = buildable_real_scenarios(
+      std::move(scenarios), [&](const ModelDumpSpec& m, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+        if (m.config.ssm_mixer == "gdp") return make_error(seam_kind::unsupported, "no GatedDeltaProductMixer here");
+        if (m.config.num_experts > 0 && rank == 1)
+          return make_error(ErrorKind::invalid_argument, "[megatron_error] SequentialMLP raised AssertionError");
+        if (m.sizes.gtp > 1) return make_error(seam_kind::harness_error, "world worker pipe broken");
+        return reference(m, rank);
+      });
+  ASSERT_EQ(split.runnable.size(), 1u);
+  EXPECT_EQ(split.runnable[0].name, "real_gpt_hybrid_tp");
+  ASSERT_EQ(split.not_run.size(), 1u);
+  EXPECT_EQ(split.not_run[0].first, "real_hybrid_hybrid_gdp_tp");
+  ASSERT_EQ(split.undescribed.size(), 2u);
+  EXPECT_EQ(split.undescribed[0].name, "real_gpt_hybrid_moe");
+  EXPECT_EQ(split.undescribed[0].outcome, Outcome::failed);  // Megatron raised on its own model
+  ASSERT_EQ(split.undescribed[0].problems.size(), 1u);
+  EXPECT_NE(split.undescribed[0].problems[0].find("save rank 1's real model"), std::string::npos)
+      << split.undescribed[0].problems[0];
+  EXPECT_EQ(split.undescribed[1].name, "real_hybrid_hybrid_gtp");
+  EXPECT_EQ(split.undescribed[1].outcome, Outcome::harness_error);
 }
 
 TEST(WorldPlan, OnlyTheTrainingScenariosLoadThroughMegatronsTrainingEntryPoints) {

@@ -437,14 +437,28 @@ BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scena
     return it->second;
   };
   for (WorldScenario& s : scenarios) {
-    std::optional<std::string> why;
-    for (const ModelDumpSpec* m : {&s.real_save, &s.real_load})
-      if (auto probe = out.describe(*m, 0); !why && !probe.ok() && probe.error().kind == seam_kind::unsupported)
-        why = probe.error().message;
-    if (why)
-      out.not_run.emplace_back(s.name, *why);
-    else
+    std::optional<Error> failure;  // the first rank the target could not describe
+    for (const bool save_side : {true, false}) {
+      const ModelDumpSpec& m = save_side ? s.real_save : s.real_load;
+      const std::int64_t ranks = save_side ? s.save.ranks() : s.load.ranks();
+      for (std::int64_t r = 0; r < ranks && !failure; ++r)
+        if (auto probe = out.describe(m, r); !probe.ok())
+          failure = probe.error().with_context(std::string(save_side ? "save" : "load") + " rank " + std::to_string(r) +
+                                               "'s real model");
+    }
+    if (!failure) {
       out.runnable.push_back(std::move(s));
+    } else if (failure->kind == seam_kind::unsupported) {
+      out.not_run.emplace_back(s.name, failure->message);
+    } else {
+      ScenarioOutcome r;
+      r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true),
+      r.load_layout = s.layout_text(false), r.save_ranks = s.save.ranks(), r.load_ranks = s.load.ranks();
+      r.outcome = outcome_of_error(failure->kind);
+      r.problems.push_back("describing the models failed: " + std::string(to_string(failure->kind)) + ": " +
+                           failure->message);
+      out.undescribed.push_back(std::move(r));
+    }
   }
   return out;
 }

@@ -84,12 +84,15 @@ Result<std::filesystem::path> ensure_roundtrip_verifier(const std::function<void
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios,
                                             const WorldRunOptions& options);
 
-/// Real scenarios split by what the target can build: each scenario's first save and load rank is asked
-/// up front, so one the target answers "unsupported" for (GDP mixers where Megatron has none) is not run,
-/// with the reason, and the rest run. `describe` keeps the target's answers for the plan, which asks again.
+/// Real scenarios split by what the target can describe: every save and load rank of each is asked up front,
+/// so one the target answers "unsupported" for (GDP mixers where Megatron has none) is not run, with the
+/// reason; one whose description failed otherwise ends on its own (`undescribed`: failed when Megatron
+/// raised describing its own model, which is a finding, no verdict when the harness broke or ran out of
+/// time), and the rest run. `describe` keeps the target's answers for the plan, which asks again.
 struct BuildableRealScenarios {
   std::vector<WorldScenario> runnable;
   std::vector<std::pair<std::string, std::string>> not_run;  // name, why
+  std::vector<ScenarioOutcome> undescribed;
   RealModelEntries describe;
 };
 BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios, const RealModelEntries& describe);
