@@ -283,9 +283,20 @@ def _segment_rank_major(original, M):
         if len(segments) > 1 and len(segments) % pp_size == 0 and vp_stage is not None:
             vpp = len(segments) // pp_size
             wrong = pp_rank * vpp + vp_stage
-            # Ask Megatron for segment `wrong` through the (rank, stage) that really selects it.
-            fake = type(pp_group)(wrong % pp_size, pp_size)
-            return original(main_pattern, fake, wrong // pp_size, *args, **kwargs)
+            # Ask Megatron for segment `wrong` through the (rank, stage) that really selects it: the group's
+            # rank is answered for this call only, so a real ProcessGroup (a real model's build) works as a
+            # fake one does (a new group object cannot be made with another rank).
+            dist = torch.distributed
+            plain_get_rank = dist.get_rank
+
+            def get_rank(group=None):
+                return wrong % pp_size if group is pp_group else plain_get_rank(group)
+
+            dist.get_rank = get_rank
+            try:
+                return original(main_pattern, pp_group, wrong // pp_size, *args, **kwargs)
+            finally:
+                dist.get_rank = plain_get_rank
         return original(main_pattern, pp_group, vp_stage, *args, **kwargs)
     return wrapped
 

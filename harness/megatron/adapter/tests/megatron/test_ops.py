@@ -127,3 +127,27 @@ def test_optimizer_resume_checks_a_plain_linear_row_by_row(gtp_ctx):
     # R2: a plain GTP linear at TP 2 across GTP 2 -> 4 misplaces 120 rows of each tensor, silently
     got = resume(gtp_ctx, "linear", (2, 2, 32), (2, 4, 32))
     assert (got["weight_mismatches"], got["exp_avg_mismatches"]) == (120, 120)
+
+
+def test_the_segment_mutant_plants_its_bug_for_any_group_object(ctx):
+    # A real model's build hands Megatron a ProcessGroup, which cannot be made again with another rank:
+    # the mutant must select the wrong segment through that very object (it raised TypeError there once).
+    from megatron_adapter.mutants import _segment_rank_major
+    from megatron_adapter.ops.fake_distributed import FakeGroup, fake_distributed
+    torch = ctx.M.torch
+    select = ctx.need("alloc.select_pipeline_segment", "pipeline segment selection")
+
+    class OpaqueGroup:  # takes no (rank, size), as torch's ProcessGroup does not
+        pass
+
+    pp, groups = OpaqueGroup(), {"tp_group": FakeGroup(0, 1), "dp_cp_group": FakeGroup(0, 1)}
+    with fake_distributed(torch):
+        td = torch.distributed
+        fake_rank, fake_size = td.get_rank, td.get_world_size
+        td.get_rank = lambda group=None: 1 if group is pp else fake_rank(group)
+        td.get_world_size = lambda group=None: 2 if group is pp else fake_size(group)
+        # Four segments over PP 2 (VPP 2): PP rank 1, VP stage 0 owns segment vp*PP + pp = 1; the bug
+        # reads segment pp*VPP + vp = 2.
+        assert select("M|*|-|E", pp, 0, **groups) == (["*"], 1)
+        assert _segment_rank_major(select, ctx.M)("M|*|-|E", pp, 0, **groups) == (["-"], 2)
+        assert td.get_rank(pp) == 1  # the mutant answers another rank for its one call only
