@@ -8,10 +8,11 @@ from megatron_adapter.worlds import worker_context
 
 
 def _megatrons_refusal(exc):
-    """What a model's sharded_state_dict raised as Megatron's error (MegatronRefused) when Megatron's own
-    code raised it on the model it built for a configuration it accepts (e.g. an assertion in
-    GatedDeltaProductMixer.sharded_state_dict under GTP before Megatron's fix of it); None when it is the
-    harness's failure (a shim that fell short, a stub called, the adapter's own code)."""
+    """What a model's or its optimizer's sharded_state_dict raised as Megatron's error (MegatronRefused) when
+    Megatron's own code raised it on the objects it built for a configuration it accepts (e.g. an assertion in
+    GatedDeltaProductMixer.sharded_state_dict under GTP before Megatron's fix of it, or its metadata check
+    refusing an entry its own code described); None when it is the harness's failure (a shim that fell short,
+    a stub called, the adapter's own code)."""
     tb = exc.__traceback__
     frame = worker_context.megatron_frame(tb)
     if isinstance(exc, shims.ShimError) or worker_context.raised_in_harness(tb) or frame is None:
@@ -30,17 +31,17 @@ def task_real_model_dump(ctx, req):
             # no_grad: under GTP the checkpoint code gathers shards with gloo's CPU all_gather_into_tensor,
             # which writes through views that autograd refuses while the parameter requires grad (NCCL
             # writes in place); the R1/R2 scripts build their trees the same way (docs/megatron-patches.md).
-            with ctx.M.torch.no_grad():
-                try:
+            try:
+                with ctx.M.torch.no_grad():
                     tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
-                except Exception as exc:  # noqa: BLE001 - judged by where it was raised
-                    refused = _megatrons_refusal(exc)
-                    if refused is None:
-                        raise
-                    raise refused from exc
-            if req["optimizer"]:
-                tree["optimizer"] = factory.optimizer_sharded_state_dict(ctx.M, chunks, dict(tree),
-                                                                         req.get("optimizer_kind", "distributed"))
+                if req["optimizer"]:
+                    tree["optimizer"] = factory.optimizer_sharded_state_dict(ctx.M, chunks, dict(tree),
+                                                                             req.get("optimizer_kind", "distributed"))
+            except Exception as exc:  # noqa: BLE001 - judged by where it was raised
+                refused = _megatrons_refusal(exc)
+                if refused is None:
+                    raise
+                raise refused from exc
         entries = Codec(ctx.M).encode(tree, "dotted")
     except factory.UnsupportedConfig as exc:
         return {"unsupported": str(exc)}
