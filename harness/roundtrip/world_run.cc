@@ -384,6 +384,14 @@ std::string verifier_status(const fs::path& build) {
   return in ? line : "missing: " + (build / "roundtrip-verifier.txt").string() + " is absent (configure the build)";
 }
 
+// A scenario's outcome before anything ran: which scenario, its layouts and world sizes.
+ScenarioOutcome outcome_before_running(const WorldScenario& s) {
+  ScenarioOutcome r;
+  r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true),
+  r.load_layout = s.layout_text(false), r.save_ranks = s.save.ranks(), r.load_ranks = s.load.ranks();
+  return r;
+}
+
 }  // namespace
 
 Result<fs::path> ensure_roundtrip_verifier(const std::function<void(const std::string&)>& progress) {
@@ -451,9 +459,7 @@ BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scena
     } else if (failure->kind == seam_kind::unsupported) {
       out.not_run.emplace_back(s.name, failure->message);
     } else {
-      ScenarioOutcome r;
-      r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true),
-      r.load_layout = s.layout_text(false), r.save_ranks = s.save.ranks(), r.load_ranks = s.load.ranks();
+      ScenarioOutcome r = outcome_before_running(s);
       r.outcome = outcome_of_error(failure->kind);
       r.problems.push_back("describing the models failed: " + std::string(to_string(failure->kind)) + ": " +
                            failure->message);
@@ -495,10 +501,8 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
 
   std::map<std::string, ScenarioOutcome> out;
   for (const WorldScenario& s : scenarios) {
-    ScenarioOutcome& r = out[s.name];
-    r.name = s.name, r.description = s.description, r.save_layout = s.layout_text(true),
-    r.load_layout = s.layout_text(false);
-    r.save_ranks = save_ranks, r.load_ranks = load_ranks, r.device = o.device;
+    ScenarioOutcome& r = out[s.name] = outcome_before_running(s);
+    r.device = o.device;
   }
 
   // 3. The save world.
