@@ -421,7 +421,7 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
             traceback.print_exc()
             reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000],
                      "frame": megatron_frame(exc.__traceback__), "facts": exception_facts(exc),
-                     "in_harness": raised_in_harness(exc.__traceback__)}
+                     "in_harness": raised_in_harness(exc)}
         _write_frame(out, reply)
         try:
             destroy_groups_made_since(before)

@@ -15,7 +15,7 @@ def _megatrons_refusal(exc):
     a stub called, the adapter's own code)."""
     tb = exc.__traceback__
     frame = worker_context.megatron_frame(tb)
-    if isinstance(exc, shims.ShimError) or worker_context.raised_in_harness(tb) or frame is None:
+    if isinstance(exc, shims.ShimError) or worker_context.raised_in_harness(exc) or frame is None:
         return None
     return factory.MegatronRefused(f"Megatron's sharded_state_dict raises on this configuration: "
                                    f"{type(exc).__name__}: {str(exc)[:1500]} (at {frame})")

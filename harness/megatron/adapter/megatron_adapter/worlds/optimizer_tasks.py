@@ -217,7 +217,7 @@ def task_opt_load(ctx, p):
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
-            if raised_in_harness(exc.__traceback__):
+            if raised_in_harness(exc):
                 raise
             return dict(out, load_error=_cause(exc), megatron_frame=_frame(exc))
     exp_avg = loaded["optimizer"]["optimizer"]["state"][0]["exp_avg"]

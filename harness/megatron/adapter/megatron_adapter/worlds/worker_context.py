@@ -46,11 +46,20 @@ def megatron_frame(tb):
     return frame
 
 
-def raised_in_harness(tb):
-    """True when the exception was raised in the adapter's own code (its innermost Python frame is
-    an adapter file): a harness failure, whatever Megatron did before."""
-    stack = traceback.extract_tb(tb)
-    return bool(stack) and _in_adapter(stack[-1].filename)
+# What gloo's TCP transport says when a peer process is gone or unreachable: the world's own
+# infrastructure failed, whoever called into it (a group Megatron or the harness creates).
+_TRANSPORT_FAILURES = ("Gloo connectFullMesh failed", "Connection closed by peer", "Connection reset by peer",
+                       "Connection refused")
+
+
+def raised_in_harness(exc):
+    """True when the failure is the harness's, whatever Megatron did before: raised in the adapter's own
+    code (its innermost Python frame is an adapter file), or the world's gloo transport failing (a
+    peer gone), which no Megatron code decides."""
+    stack = traceback.extract_tb(exc.__traceback__)
+    if bool(stack) and _in_adapter(stack[-1].filename):
+        return True
+    return any(text in str(exc) for text in _TRANSPORT_FAILURES)
 
 
 def build_groups(ctx):

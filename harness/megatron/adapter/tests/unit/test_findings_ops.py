@@ -37,14 +37,21 @@ def test_an_exception_raised_in_the_adapter_is_the_harness_s():
     try:
         _raise_here()
     except ValueError as exc:
-        tb = exc.__traceback__
-    assert worker_context.raised_in_harness(tb) and worker_context.megatron_frame(tb) is None
+        raised = exc
+    assert worker_context.raised_in_harness(raised) and worker_context.megatron_frame(raised.__traceback__) is None
     try:
         exec(compile("raise RuntimeError('raised by Megatron')", "/x/megatron/core/utils.py", "exec"))
     except RuntimeError as exc:
-        tb = exc.__traceback__
-    assert not worker_context.raised_in_harness(tb)
-    assert worker_context.megatron_frame(tb) == "core/utils.py:1 in <module>"
+        raised = exc
+    assert not worker_context.raised_in_harness(raised)
+    assert worker_context.megatron_frame(raised.__traceback__) == "core/utils.py:1 in <module>"
+    # gloo's transport failing under a group Megatron creates is the world's failure, not Megatron's
+    try:
+        exec(compile("raise RuntimeError('Gloo connectFullMesh failed with [pair.cc:561] Connection closed by peer')",
+                     "/x/megatron/core/parallel_state.py", "exec"))
+    except RuntimeError as exc:
+        raised = exc
+    assert worker_context.raised_in_harness(raised)
     harness = gloo_worlds.WorldTaskError(0, "ValueError", "boom", None, in_harness=True).op_error()
     megatron = gloo_worlds.WorldTaskError(0, "RuntimeError", "boom", "core/utils.py:1 in f").op_error()
     assert harness.kind == "harness_error" and "adapter's own code" in harness.message
