@@ -67,7 +67,7 @@ rc::Gen<ModelDumpCase> genModelDumpCase(const WorldCapacity& capacity) {
       gen::set(&Knobs::optimizer_kind,
                genElement<OptimizerKind>({OptimizerKind::distributed, OptimizerKind::float16, OptimizerKind::fp32})),
       gen::set(&Knobs::virtual_stages, gen::arbitrary<bool>()), gen::set(&Knobs::bias, gen::arbitrary<bool>()));
-  return gen::mapcat(knobs, [max_ranks = capacity.max_ranks](const Knobs& k) {
+  return gen::mapcat(knobs, [max_ranks = capacity.max_model_ranks](const Knobs& k) {
     const ModelDumpSpec spec = spec_of(k, max_ranks);
     const std::int64_t segments =
         spec.model == ModelKind::gpt ? 0 : spec.sizes.pp * (spec.sizes.pp > 1 && k.virtual_stages ? 2 : 1);

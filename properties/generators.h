@@ -49,7 +49,8 @@ rc::Gen<ElectionCase> genElectionCase(const WorldCapacity& capacity = {});
 /// or hybrid (1-3 layers of M * - and E per pipe segment, virtual stages sometimes), TP 1/2/4, PP, EP,
 /// GTP 1/2, ETP 1 or TP, experts 0/1/2/4, SwiGLU, tied, LayerNorm, the distributed or the Float16
 /// optimizer (under GTP neither SwiGLU nor a hybrid model's optimizer: not compared yet, addendum I);
-/// valid by construction, the world within `capacity` (GTP, then PP, EP, ETP and TP halved until it fits).
+/// valid by construction, the world within `capacity`'s max_model_ranks (GTP, then PP, EP, ETP and TP halved
+/// until it fits).
 rc::Gen<ModelDumpCase> genModelDumpCase(const WorldCapacity& capacity = {});
 
 /// genLoadCase with the hybrid side under GTP: GDP or Mamba mixers, the GDP save design, the GTP

@@ -19,7 +19,7 @@ std::vector<ModelDumpCase> sample(const WorldCapacity& capacity, int count) {
 
 TEST(ModelDumpProperty, DrawsValidConfigurationsAcrossTheSpaceWithinTheWorld) {
   std::set<std::string> seen;
-  for (const ModelDumpCase& c : sample({8}, 400)) {
+  for (const ModelDumpCase& c : sample({.max_model_ranks = 8}, 400)) {
     const ModelDumpSpec& s = c.spec;
     ASSERT_TRUE(validate_model_dump(s, c.rank).ok()) << c << ": " << validate_model_dump(s, c.rank).error().message;
     ASSERT_LE(world_size(s.sizes), 8) << c;

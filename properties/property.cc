@@ -221,8 +221,9 @@ PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>&
 std::string capacity_note(const Implementation&, const WorldCapacity& capacity) {
   if (!capacity.max_ranks) return "";
   return "cases drawn within the target's world capacity: at most " + std::to_string(*capacity.max_ranks) +
-         " ranks per world (T x G, x CP x DP for an election; one process per rank); the reference draws the full "
-         "range (T up to 4, G up to 64)";
+         " ranks per world (T x G, x CP x DP for an election; one process per rank)" +
+         (capacity.max_model_ranks ? ", " + std::to_string(*capacity.max_model_ranks) + " for a whole model's" : "") +
+         "; the reference draws the full range (T up to 4, G up to 64)";
 }
 
 PropertyRun typed(PropertyRun run, const RecordingImplementation& recorded) {

@@ -50,6 +50,9 @@ enum class Operation {
 struct WorldCapacity {
   /// Ranks of one world: T x G for a GTP layout, T x G x CP x DP for a writer-election grid.
   std::optional<std::int64_t> max_ranks;  // nullopt: unbounded
+  /// Ranks of a world that builds a whole real model on each rank (model dump): fewer, each rank being
+  /// a process holding a GPTModel or HybridModel.
+  std::optional<std::int64_t> max_model_ranks;  // nullopt: unbounded
 };
 
 /// An answer an implementation cannot give (e.g. an op the installed Megatron lacks).

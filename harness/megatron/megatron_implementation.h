@@ -49,7 +49,9 @@ class MegatronImplementation : public Implementation {
   /// The adapter runs one process per rank: worlds of at most MAX_WORLD_RANKS (adapter_ops.py)
   /// ranks; a bigger one answers unsupported, so the properties draw within this.
   static constexpr std::int64_t kMaxWorldRanks = 32;
-  WorldCapacity capacity() const override { return {kMaxWorldRanks}; }
+  /// A model dump's world builds a real model per rank: at most MAX_RANKS (ops/model_dump.py).
+  static constexpr std::int64_t kMaxModelRanks = 8;
+  WorldCapacity capacity() const override { return {kMaxWorldRanks, kMaxModelRanks}; }
   /// Why `op` is not supported by this Megatron ("" when it is).
   std::string unsupported_reason(Operation op) const;
   /// The Megatron under test, for the gate's first line: "megatron-core V at PATH (revision R)".
