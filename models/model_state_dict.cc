@@ -80,6 +80,10 @@ Status validate_model_dump(const ModelDumpSpec& spec, std::int64_t rank) {
   if (spec.config.num_attention_heads % spec.config.num_query_groups != 0)
     return bad("num_attention_heads " + std::to_string(spec.config.num_attention_heads) +
                " is not a multiple of num_query_groups " + std::to_string(spec.config.num_query_groups));
+  // TransformerConfig's own check (its __post_init__): biased MoE linears only without expert TP.
+  if (spec.config.num_experts > 0 && spec.config.add_bias && spec.sizes.etp != 1)
+    return bad("--bias with experts needs --etp 1 (Megatron: \"Bias in Moe is only supported when ETP==1\"), got etp " +
+               std::to_string(spec.sizes.etp));
   if (spec.model == ModelKind::gpt) {
     IH_TRY_STATUS(require_positive(spec.layers, "layers"));
     if (spec.layers % spec.sizes.pp != 0)

@@ -43,6 +43,8 @@ ModelDumpSpec spec_of(const Knobs& k, std::optional<std::int64_t> max_ranks) {
     s.config.gated_mlp = false;
     if (s.model == ModelKind::hybrid) s.optimizer = false;
   }
+  // TransformerConfig refuses biased MoE linears with expert TP ("Bias in Moe is only supported when ETP==1").
+  if (s.config.num_experts > 0 && s.sizes.etp != 1) s.config.add_bias = false;
   return s;
 }
 
