@@ -167,7 +167,8 @@ class BuiltFactory : public FactoryBuilder {
 };
 
 /// {"kind": "factory", "key", "built": [entries]} plus the recipe ("factory", "tensor",
-/// "sharded_offsets") when the builder has a Megatron counterpart, so the adapter can rebuild it.
+/// "sharded_offsets"; a split's "sections", "names", "split_dim") when the builder has a Megatron counterpart, so the
+/// adapter can rebuild it.
 Json factory_to_json(const ShardedTensorFactory& factory) {
   Json out{{"kind", "factory"}, {"key", factory.key}};
   if (const auto recipe = factory.builder ? factory.builder->recipe(factory) : std::nullopt) {
@@ -176,6 +177,11 @@ Json factory_to_json(const ShardedTensorFactory& factory) {
     Json offsets = Json::array();
     for (const AxisOffset& a : recipe->sharded_offsets) offsets.push_back({a.axis, a.rank_offset, a.fragments});
     out["sharded_offsets"] = offsets;
+    if (recipe->kind == "split") {
+      out["sections"] = recipe->sections;
+      out["names"] = recipe->names;
+      out["split_dim"] = 0;
+    }
   }
   auto built = factory.build();
   if (!built.ok()) {

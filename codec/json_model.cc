@@ -43,7 +43,10 @@ Json model_dump_spec_to_json(const ModelDumpSpec& spec, std::int64_t rank) {
 
 Json dump_entries_to_json(const std::vector<FlatEntry>& entries) {
   Json out = entries_to_json(entries);
-  for (Json& item : out) item["entry"].erase("data");  // a dump compares metadata; data never crosses
+  for (Json& item : out) {  // a dump compares metadata; data never crosses (nor a factory recipe's tensor's)
+    item["entry"].erase("data");
+    if (item["entry"].contains("tensor")) item["entry"]["tensor"].erase("data");
+  }
   return out;
 }
 

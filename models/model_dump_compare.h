@@ -21,26 +21,16 @@ std::string model_dump_flags(const ModelDumpSpec& spec);
 
 /// The explained differences between the reference and Megatron's real model (spec addendum I).
 enum class DumpExplanation {
-  /// The Mamba mixer's conv1d (and outside GTP its in_proj) are split factories (key.z/x/B/C/dt), the
-  /// reference keeps one TP-sharded tensor: the pieces are merged back into it (under GTP the reference
-  /// splits the gathered in_proj too, addendum H).
-  mamba_split_factory,
   /// With --optimizer the real optimizer's common state (torch's param_groups hyperparameters and step,
   /// one dict per optimizer of a chain) is saved as plain entries the reference does not model: dropped.
   optimizer_common_state,
-  /// Under GTP Megatron shards every parallel linear's weight (and the embedding and output layer) on
-  /// the weight's axis 0 over the GTP group and puts the GTP rank into the replica ids of what GTP
-  /// replicates; the reference models GTP on the mixers' in_proj only: such entries are mapped back.
-  gtp_not_modelled,
 };
 
-/// "mamba_split_factory", "optimizer_common_state", "gtp_not_modelled".
+/// "optimizer_common_state".
 std::string to_string(DumpExplanation rule);
 
-/// The rules the real model's dump of `spec` needs at the rank whose reference dump is `reference`
-/// (a rule is named by configuration: a hybrid rank holding a Mamba layer; an
-/// optimizer; GTP > 1).
-std::vector<DumpExplanation> expected_explanations(const ModelDumpSpec& spec, const std::vector<FlatEntry>& reference);
+/// The rules the real model's dump of `spec` needs (a rule is named by configuration: an optimizer).
+std::vector<DumpExplanation> expected_explanations(const ModelDumpSpec& spec);
 
 /// Rewrites `real` (rank `rank` of `spec`) by `rule` into the reference's form; returns how many entries
 /// it rewrote (or dropped).

@@ -26,8 +26,9 @@ struct ModelDumpSpec {
   ModelKind model = ModelKind::gpt;
   std::string pattern = "M*-M*-";  // hybrid only
   std::int64_t layers = 2;         // gpt only: transformer layers (attention + MLP each)
-  /// The snapshot saves a GDP in_proj under GTP by gathering it (spec 4.5, the baseline design).
-  ModelConfig config = {.gdp_design = GtpSaveDesign::gather};
+  /// The snapshot saves a GDP in_proj under GTP by gathering it (spec 4.5, the baseline design), and
+  /// GTP-wraps every parallel linear.
+  ModelConfig config = {.gdp_design = GtpSaveDesign::gather, .gtp_linears = true};
   RankLayout sizes;                                           // tp, pp, ep, etp, gtp sizes
   bool optimizer = false;                                     // the optimizer's states too
   OptimizerKind optimizer_kind = OptimizerKind::distributed;  // which optimizer (with `optimizer`)

@@ -66,6 +66,15 @@ Result<TensorValue> SplitFactoryBuilder::merge(const StateNode& loaded) const {
   return TensorValue::concat_rows(parts);
 }
 
+std::optional<FactoryRecipe> SplitFactoryBuilder::recipe(const ShardedTensorFactory& factory) const {
+  ShardedTensor original = orig_;
+  original.key = factory.key;
+  original.replica_id = factory.replica_id;
+  original.data = factory.data;  // its identity crosses with it: a fresh layer's LNP(data) names it
+  if (factory.data) original.dtype = factory.data->dtype;
+  return FactoryRecipe{"split", std::move(original), {}, layout_.sections, layout_.names};
+}
+
 Result<ShardedTensorFactory> make_split_factory(const ShardedTensor& orig, SplitLayout layout) {
   IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, std::move(layout)));
   return ShardedTensorFactory{orig.key, orig.data, orig.replica_id, builder, {}};

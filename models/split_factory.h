@@ -30,6 +30,8 @@ class SplitFactoryBuilder : public FactoryBuilder {
                           const ReplicaId& replica_id) const override;
   /// Concatenates the loaded chunks along rows back to (D, C).
   Result<TensorValue> merge(const StateNode& loaded) const override;
+  /// Megatron's `_split_tensor_factory(orig, sections, names, 0)` over the factory's tensor.
+  std::optional<FactoryRecipe> recipe(const ShardedTensorFactory& factory) const override;
   /// The chunks as a flat vector (what build returns, without the tree wrapper).
   Result<std::vector<ShardedTensor>> chunks(const std::string& key, const std::optional<TensorValue>& data,
                                             const ReplicaId& replica_id) const;

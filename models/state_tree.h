@@ -23,12 +23,15 @@ struct PlainValue {
 
 struct ShardedTensorFactory;
 
-/// How Megatron itself would construct a factory (e.g. apply_swiglu_sharded_factory(original,
-/// sharded_offsets)), so an adapter can build the real one from the same facts.
+/// How Megatron itself would construct a factory (apply_swiglu_sharded_factory(original, sharded_offsets),
+/// or ssm/utils' _split_tensor_factory(original, sections, names, 0)), so an adapter can build the real
+/// one from the same facts.
 struct FactoryRecipe {
-  std::string kind;  // "swiglu"
+  std::string kind;  // "swiglu" | "split"
   ShardedTensor original;
-  std::vector<AxisOffset> sharded_offsets;
+  std::vector<AxisOffset> sharded_offsets;  // swiglu
+  std::vector<std::int64_t> sections;       // split: rows of each piece, in order
+  std::vector<std::string> names;           // split: the pieces' key suffixes
 };
 
 /// The build and merge functions of a ShardedTensorFactory, as a data-free description.

@@ -1,5 +1,8 @@
 #include "models/synthetic_model.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "models/checked_math.h"
 #include "models/hybrid_pattern.h"
 #include "models/split_factory.h"
@@ -81,10 +84,28 @@ class Emitter {
     const auto p = static_cast<std::int64_t>(prefix_.size());
     const bool expert = is_expert_;
     const std::int64_t size = expert ? l_.etp : l_.tp, rank = expert ? l_.etp_rank : l_.tp_rank;
-    if (sharding == Sharding::column) offsets.push_back({p, rank, size});
-    if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
-    const ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({pipeline_replica, rank, dp_rank()})
-                                                               : ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+    const GtpRole gtp = gtp_role(sub);
+    ReplicaId replica = sharding == Sharding::replicated ? ReplicaId::tuple({pipeline_replica, rank, replica_dp()})
+                                                         : ReplicaId::tuple({pipeline_replica, 0, replica_dp()});
+    if (gtp == GtpRole::weight && sharding != Sharding::replicated) {
+      // Megatron's GTP split of the weight's axis 0 (padded for alignment): on the TP axis a composite
+      // (t*G + g of T*G), beside it (a row-parallel weight) an axis-0 offset g of G. Replicas: the
+      // GTP-excluded DP group.
+      IH_TRY_ASSIGN(padding, gtp_weight_padding(local[0], l_.gtp, c_.pad_alignment));
+      local[0] = padding.shard_rows;
+      if (sharding == Sharding::column) offsets.push_back({p, rank * l_.gtp + l_.gtp_rank, size * l_.gtp});
+      if (sharding == Sharding::row)
+        offsets.push_back({p + 1, rank, size}), offsets.push_back({p, l_.gtp_rank, l_.gtp});
+      replica = ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+      allow_mismatch = allow_mismatch || padding.pad > 0;
+    } else {
+      if (sharding == Sharding::column) offsets.push_back({p, rank, size});
+      if (sharding == Sharding::row) offsets.push_back({p + 1, rank, size});
+      // A GTP module's other tensors (its bias) are GTP-replicated: the GTP rank in the TP element.
+      if (gtp == GtpRole::replicated)
+        replica = ReplicaId::tuple(
+            {pipeline_replica, sharding == Sharding::replicated ? gtp_tp_element() : l_.gtp_rank, dp_rank()});
+    }
     IH_TRY_ASSIGN(t, ShardedTensor::from_rank_offsets(key.value_or(key_prefix_ + sub), {}, offsets, replica, p,
                                                       TensorValue::of_storage(next_storage(), std::move(local))));
     t.allow_shape_mismatch = allow_mismatch;
@@ -92,7 +113,9 @@ class Emitter {
     return Ok{};
   }
 
-  void object(const std::string& sub) {
+  /// An _extra_state object; `holds_weight` false for a linear without a weight of its own (a tied output
+  /// layer on the embedding's stage), which GTP therefore does not wrap.
+  void object(const std::string& sub, bool holds_weight = true) {
     Shape shape, offset;
     for (const AxisOffset& a : prefix_) {
       shape.push_back(a.fragments);
@@ -100,8 +123,11 @@ class Emitter {
     }
     if (shape.empty()) shape = {1}, offset = {0};
     const std::int64_t rank = is_expert_ ? l_.etp_rank : l_.tp_rank;
-    out_.push_back({path_prefix_ + sub, StateNode(ShardedObject{key_prefix_ + sub, ObjectRef{next_storage()}, shape,
-                                                                offset, ReplicaId::tuple({0, rank, dp_rank()})})});
+    const ReplicaId replica = holds_weight && gtp_role(sub) == GtpRole::replicated
+                                  ? ReplicaId::tuple({0, gtp_tp_element(), dp_rank()})
+                                  : ReplicaId::tuple({0, rank, replica_dp()});
+    out_.push_back({path_prefix_ + sub,
+                    StateNode(ShardedObject{key_prefix_ + sub, ObjectRef{next_storage()}, shape, offset, replica})});
   }
 
   void swiglu(const std::string& sub, Shape local) {
@@ -114,7 +140,7 @@ class Emitter {
     add_with_optimizer(sub, Leaf(std::move(factory)));
   }
 
-  /// The mixer in_proj as a factory (GDP split, or a GTP factory; addendum H). Under GTP its
+  /// The mixer in_proj as a factory (the mixer's split, or under GTP a GTP factory; addendum H). Under GTP its
   /// optimizer states are keyed by the parameter's composite entry (spec 4.7 invariant 7).
   Status in_proj_factory(const ModelConfig& c, const SplitLayout& layout, bool gdp) {
     const std::string sub = "mixer.in_proj.weight";
@@ -149,7 +175,7 @@ class Emitter {
     std::vector<AxisOffset> offsets = prefix_;
     const auto p = static_cast<std::int64_t>(prefix_.size());
     offsets.push_back({p, l_.tp_rank, l_.tp});
-    const ReplicaId replica = ReplicaId::tuple({0, 0, dp_rank()});
+    const ReplicaId replica = ReplicaId::tuple({0, 0, replica_dp()});
     const auto data = TensorValue::of_storage(next_storage(), std::move(local));
     IH_TRY_ASSIGN(orig, ShardedTensor::from_rank_offsets(key_prefix_ + sub, {}, offsets, replica, p, data));
     IH_TRY_ASSIGN(builder, SplitFactoryBuilder::create(orig, layout));
@@ -174,6 +200,32 @@ class Emitter {
   /// Experts replicate over the expert-data-parallel group, the rest over data parallel.
   std::int64_t dp_rank() const { return is_expert_ ? l_.expert_dp_rank : l_.dp_rank; }
 
+  /// What Megatron's GTP does to an entry of a parallel linear (ColumnParallelLinear, RowParallelLinear,
+  /// VocabParallelEmbedding; not the experts, whose expert GTP size is 1) when ModelConfig::gtp_linears:
+  /// its weight is sharded, its bias and _extra_state are GTP-replicated. Anything else (no GTP, or no GTP
+  /// module's: norms, the router, the mixers' own tensors) keeps its plain form (replica_dp below).
+  enum class GtpRole { plain, weight, replicated };
+  GtpRole gtp_role(const std::string& sub) const {
+    if (!c_.gtp_linears || l_.gtp == 1 || is_expert_) return GtpRole::plain;
+    static constexpr std::string_view kLinears[] = {"linear_qkv", "linear_proj", "linear_fc1",      "linear_fc2",
+                                                    "in_proj",    "out_proj",    "word_embeddings", "output_layer"};
+    const std::size_t dot = sub.rfind('.');
+    const std::string_view owner = dot == std::string::npos ? std::string_view() : std::string_view(sub).substr(0, dot);
+    const std::string_view module = owner.substr(owner.rfind('.') == std::string_view::npos ? 0 : owner.rfind('.') + 1);
+    const std::string_view name = std::string_view(sub).substr(dot == std::string::npos ? 0 : dot + 1);
+    if (std::find(std::begin(kLinears), std::end(kLinears), module) == std::end(kLinears)) return GtpRole::plain;
+    if (name == "weight") return GtpRole::weight;
+    if (name == "bias" || name == "_extra_state") return GtpRole::replicated;
+    return GtpRole::plain;  // a norm fused into the linear's key (layer_norm_weight): the local spec's own module
+  }
+  /// The TP element of a GTP-replicated entry's replica id: t*G + g.
+  std::int64_t gtp_tp_element() const { return l_.tp_rank * l_.gtp + l_.gtp_rank; }
+  /// The DP element of a replica id outside a GTP module: with gtp_linears Megatron saves it over the
+  /// GTP-inclusive DP group (rank g + G*d); experts over their own group (which holds the GTP ranks).
+  std::int64_t replica_dp() const {
+    return c_.gtp_linears && !is_expert_ ? l_.gtp_rank + l_.gtp * l_.dp_rank : dp_rank();
+  }
+
   void add_with_optimizer(const std::string& sub, Leaf leaf) {
     for (const std::string& state : optimizer_.names) {
       Leaf copy = leaf;
@@ -181,8 +233,9 @@ class Emitter {
       if (auto* t = std::get_if<ShardedTensor>(&copy)) {
         t->key = prefix + t->key;
         t->data = TensorValue::of_storage(next_storage(), t->local_shape);
-      } else if (auto* f = std::get_if<ShardedTensorFactory>(&copy)) {
+      } else if (auto* f = std::get_if<ShardedTensorFactory>(&copy)) {  // a state is a tensor of its own
         f->key = prefix + f->key;
+        if (f->data) f->data = TensorValue::of_storage(next_storage(), f->data->shape, f->data->dtype);
       }
       out_.push_back({"optimizer.state." + path_prefix_ + sub + "." + state, StateNode(std::move(copy))});
     }
@@ -292,17 +345,15 @@ Status emit_mamba(Emitter& e, const ModelConfig& c, const RankLayout& l) {
   const std::int64_t d_inner = c.mamba_heads * c.mamba_head_dim / l.tp;
   const std::int64_t group_state = c.mamba_groups * c.mamba_state / l.tp, heads = c.mamba_heads / l.tp;
   if (c.ssm_mixer == "gdp") return emit_gdp(e, c, {d_inner, group_state, heads, c.gdp_householder});
-  if (l.gtp > 1) {  // Mamba under GTP: the gather design (spec 4.10)
-    IH_TRY_ASSIGN(layout, mamba_in_proj_layout({d_inner, group_state, heads}));
-    IH_TRY_STATUS(e.in_proj_factory(c, layout, false));
-  } else {  // Megatron saves a split factory here (spec-addendum I, "Cannot agree"): kept a plain tensor
-    IH_TRY_STATUS(
-        e.tensor("mixer.in_proj.weight", {2 * d_inner + 2 * group_state + heads, c.hidden}, Sharding::column));
-  }
+  // MambaMixer saves its in_proj ([z|x|B|C|dt]) and conv1d ([x|B|C], weight and bias) through
+  // `_split_tensor_factory`; under GTP the in_proj is gathered first (the gather design, spec 4.10).
+  IH_TRY_ASSIGN(in_proj, mamba_in_proj_layout({d_inner, group_state, heads}));
+  IH_TRY_STATUS(e.in_proj_factory(c, in_proj, false));
   IH_TRY_STATUS(e.norm("mixer.in_proj.layer_norm_", c));
   e.object("mixer.in_proj._extra_state");
-  IH_TRY_STATUS(e.tensor("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, Sharding::column));
-  IH_TRY_STATUS(e.tensor("mixer.conv1d.bias", {d_inner + 2 * group_state}, Sharding::column));
+  IH_TRY_ASSIGN(conv, mamba_conv_layout({d_inner, group_state, heads}));
+  IH_TRY_STATUS(e.split("mixer.conv1d.weight", {d_inner + 2 * group_state, 1, 4}, conv));
+  IH_TRY_STATUS(e.split("mixer.conv1d.bias", {d_inner + 2 * group_state}, conv));
   IH_TRY_STATUS(e.tensor("mixer.A_log", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.dt_bias", {heads}, Sharding::column));
   IH_TRY_STATUS(e.tensor("mixer.D", {heads}, Sharding::column));
@@ -328,7 +379,7 @@ Status emit_head(Emitter& e, const ModelConfig& c, const RankLayout& l, const st
   else if (l.pp_rank > 0)
     IH_TRY_STATUS(e.tensor("output_layer.weight", {c.vocab / l.tp, c.hidden}, Sharding::column, true,
                            "embedding.word_embeddings.weight", 1));
-  if (hybrid) e.object("output_layer._extra_state");  // GPT drops it from its sharded dict
+  if (hybrid) e.object("output_layer._extra_state", !c.tied_embeddings || l.pp_rank > 0);  // GPT drops it
   return Ok{};
 }
 

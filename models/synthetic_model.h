@@ -36,6 +36,10 @@ struct ModelConfig {
   std::int64_t pad_alignment = 16;                        // GTP pad_for_alignment (spec 4.4)
   bool layer_norm = false;       // LayerNorm (weight and bias) instead of RMSNorm (weight only)
   bool tied_embeddings = false;  // the output layer shares the word embeddings
+  /// Under GTP, every parallel linear GTP-wrapped as Megatron wraps them (model dump, addendum I):
+  /// weights sharded on their axis 0 over GTP, the GTP rank in the replica ids of what GTP
+  /// replicates. False: GTP on the mixers' in_proj only (the GTP properties' model, addendum H).
+  bool gtp_linears = false;
 };
 
 /// One rank's position in the parallel layout.
@@ -47,7 +51,7 @@ struct RankLayout {
   std::int64_t dp_rank = 0;
   /// Data-parallel rank of the expert grid (Megatron's expert-dp group), in the experts' replica ids.
   std::int64_t expert_dp_rank = 0;
-  /// GTP over the mixers' in_proj (the only GTP weight of the synthetic model; addendum H).
+  /// GTP over the mixers' in_proj, and with ModelConfig::gtp_linears over every parallel linear.
   std::int64_t gtp = 1, gtp_rank = 0;
 };
 
