@@ -207,6 +207,14 @@ TEST(ModelDumpCompare, UnderGtpEveryParallelLinearIsShardedAsMegatronShardsIt) {
   EXPECT_EQ(embedding.local_shape, (Shape{256, 256}));
   EXPECT_EQ(embedding.global_offset, (Shape{768, 0}));
   EXPECT_TRUE(embedding.allow_shape_mismatch);
+  // The last stage's copy of tied embeddings (PP 2, rank 7: t 1, g 1, d 0, p 1): GTP-sharded, with
+  // LanguageModule's own replica id (1, 0, GTP-inclusive DP rank g + G*d).
+  ModelDumpSpec tied = spec;
+  tied.config.tied_embeddings = true, tied.sizes.pp = 2;
+  const auto last_stage = reference_dump(tied, 7);
+  const ShardedTensor& copy = tensor_keyed(last_stage, "embedding.word_embeddings.weight");
+  EXPECT_EQ(copy.global_offset, (Shape{768, 0}));
+  EXPECT_EQ(copy.replica_id.to_string(), "(1, 0, 1)");
   // Rows that do not fill G x p are padded: the saved global shape is the padded one, allow_shape_mismatch.
   spec.config.pad_alignment = 64;
   const auto aligned = reference_dump(spec, 3);

@@ -96,7 +96,9 @@ class Emitter {
       if (sharding == Sharding::column) offsets.push_back({p, rank * l_.gtp + l_.gtp_rank, size * l_.gtp});
       if (sharding == Sharding::row)
         offsets.push_back({p + 1, rank, size}), offsets.push_back({p, l_.gtp_rank, l_.gtp});
-      replica = ReplicaId::tuple({pipeline_replica, 0, dp_rank()});
+      // The last stage's copy of tied embeddings takes LanguageModule's own replica id, whose DP element
+      // is the GTP-inclusive DP rank.
+      replica = ReplicaId::tuple({pipeline_replica, 0, pipeline_replica > 0 ? replica_dp() : dp_rank()});
       allow_mismatch = allow_mismatch || padding.pad > 0;
     } else {
       if (sharding == Sharding::column) offsets.push_back({p, rank, size});
