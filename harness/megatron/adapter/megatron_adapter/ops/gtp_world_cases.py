@@ -98,7 +98,7 @@ class GtpWorldCases:
         case = self._case(p)
         got = self.cache.get(case)
         world = self._world(p)
-        if got is not None and got[0] is world:
+        if got is not None and got[0] is world.instance:
             return got[1], case, world
         payload = {"case": case, "prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"],
                    "names": p["names"], "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"],
@@ -109,7 +109,7 @@ class GtpWorldCases:
             raise exc.op_error()
         if len(self.cache) > 64:
             self.cache.clear()
-        self.cache[case] = (world, results)
+        self.cache[case] = (world.instance, results)  # the workers' own state belongs to this start
         return results, case, world
 
     @staticmethod
@@ -238,7 +238,7 @@ class GtpWorldCases:
         if not megatron_patches.available(self.M):
             raise Unsupported("GTP is not in megatron-core " + str(self.M.megatron_version))
         w = _start_world(self.M, 1, 1, n)
-        if got is None or got[0] is not w:
+        if got is None or got[0] is not w.instance:
             try:
                 results = w.run("election", task)
             except gloo_worlds.WorldTaskError as exc:
@@ -248,7 +248,7 @@ class GtpWorldCases:
                 # which a one-rank election shares with every (1, 1) op: point it back at the world's groups.
                 if w.procs:
                     w.run("restore_parallel_state", {})
-            self.cache[case] = (w, results)
+            self.cache[case] = (w.instance, results)
             got = self.cache[case]
         r = got[1][rank]
         if "error" in r:

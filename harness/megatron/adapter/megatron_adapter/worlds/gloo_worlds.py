@@ -42,7 +42,7 @@ from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from megatron_adapter.worlds.task_table import TASKS  # noqa: E402
 from megatron_adapter.errors import OpError  # noqa: E402
 from megatron_adapter.worlds.worker_context import (Ctx, build_groups, destroy_groups_made_since, megatron_frame,  # noqa: E402
-                                                   raised_in_harness, registered_groups)
+                                                   raised_in_harness, registered_groups, transport_failed)
 
 
 class WorldError(Exception):
@@ -99,6 +99,9 @@ class World:
         """fork=True (default) forks the workers from this process, which must have imported
         Megatron already (megatron_import.load_megatron): start-up costs no import. fork=False starts
         fresh interpreters (python, default sys.executable) that import Megatron themselves."""
+        self._start_args = dict(tp=tp, gtp=gtp, dp=dp, megatron_path=megatron_path, python=python,
+                                startup_timeout=startup_timeout, timeout=timeout, fork=fork)
+        self.instance = object()  # this start of the world: what its workers hold lives as long as it
         self.tp, self.gtp, self.dp = int(tp), int(gtp), int(dp)
         if min(self.tp, self.gtp, self.dp) < 1 or self.size > 64:
             raise WorldError(f"world layout dp={dp} tp={tp} gtp={gtp} is not 1..64 ranks")
@@ -199,7 +202,22 @@ class World:
         return out
 
     def run(self, task, payload, timeout=None):
-        """Runs task_<task> on every rank: payload is one object for all or a list per rank."""
+        """Runs task_<task> on every rank: payload is one object for all or a list per rank. When gloo's
+        transport fails under it (a peer process gone, seen intermittently in 16-32-rank worlds on 2
+        cores), the world is started afresh and the task run once more: tasks are functions of their
+        payload, and a second transport failure is the harness error it reports."""
+        try:
+            return self._run_once(task, payload, timeout)
+        except WorldTaskError as exc:
+            if not transport_failed(exc.message):
+                raise
+            print(f"world dp={self.dp} tp={self.tp} gtp={self.gtp}: task {task}: gloo's transport failed "
+                  f"({exc.message[:200]}); restarting the world and running it once more", file=sys.stderr)
+            self.close()
+            self.__init__(**self._start_args)
+            return self._run_once(task, payload, timeout)
+
+    def _run_once(self, task, payload, timeout):
         if not self.procs:
             raise WorldError("the world is closed")
         per_rank = payload if isinstance(payload, list) else [payload] * self.size

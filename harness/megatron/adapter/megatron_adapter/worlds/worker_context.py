@@ -52,6 +52,11 @@ _TRANSPORT_FAILURES = ("Gloo connectFullMesh failed", "Connection closed by peer
                        "Connection refused")
 
 
+def transport_failed(message):
+    """Whether an error message is gloo's transport failing (a peer gone or unreachable)."""
+    return any(text in message for text in _TRANSPORT_FAILURES)
+
+
 def raised_in_harness(exc):
     """True when the failure is the harness's, whatever Megatron did before: raised in the adapter's own
     code (its innermost Python frame is an adapter file), or the world's gloo transport failing (a
@@ -59,7 +64,7 @@ def raised_in_harness(exc):
     stack = traceback.extract_tb(exc.__traceback__)
     if bool(stack) and _in_adapter(stack[-1].filename):
         return True
-    return any(text in str(exc) for text in _TRANSPORT_FAILURES)
+    return transport_failed(str(exc))
 
 
 def build_groups(ctx):

@@ -64,3 +64,41 @@ def test_a_megatron_error_names_the_patches_not_applicable_to_the_checkout():
                                      not_applicable=["gated_delta_product.HAVE_GTP"]).op_error()
     assert err.kind == "megatron_error" and "not applicable to this checkout" in err.message
     assert "gated_delta_product.HAVE_GTP" in err.message
+
+
+def _world_failing(messages):
+    """A World without processes whose task answers fail with `messages` in turn (then succeed), and
+    which counts its restarts."""
+    from megatron_adapter.worlds import gloo_worlds
+    world = object.__new__(gloo_worlds.World)
+    world.tp = world.gtp = world.dp = 1
+    world.starts, world._start_args = 0, {}
+    answers = list(messages)
+
+    def run_once(task, payload, timeout):
+        if answers:
+            raise gloo_worlds.WorldTaskError(1, "RuntimeError", answers.pop(0), "core/parallel_state.py:1 in f")
+        return ["answer"]
+
+    def start(**kwargs):
+        world.starts += 1
+
+    world._run_once, world.close, world.__init__ = run_once, (lambda: None), start
+    return world
+
+
+def test_a_world_whose_gloo_transport_failed_is_started_afresh_once():
+    """Gloo's transport failing under a task (a peer gone) restarts the world and runs the task once
+    more; a second failure, or any other error, is reported as it is."""
+    from megatron_adapter.worlds import gloo_worlds
+    transport = "Gloo connectFullMesh failed with [pair.cc:561] Connection closed by peer [127.0.0.1]:7822"
+    world = _world_failing([transport])
+    assert gloo_worlds.World.run(world, "election", {}) == ["answer"] and world.starts == 1
+    twice = _world_failing([transport, transport])
+    with pytest.raises(gloo_worlds.WorldTaskError) as err:
+        gloo_worlds.World.run(twice, "election", {})
+    assert "connectFullMesh" in err.value.message and twice.starts == 1
+    megatron = _world_failing(["AssertionError raised by Megatron"])
+    with pytest.raises(gloo_worlds.WorldTaskError):
+        gloo_worlds.World.run(megatron, "election", {})
+    assert megatron.starts == 0
