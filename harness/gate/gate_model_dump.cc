@@ -138,13 +138,15 @@ class Draw {
 /// Draws of their own for what was added after the first generated configurations (the optimizer, the
 /// mixer): a seed's earlier draws stay what they were.
 struct LaterDraws {
-  Draw optimizer, mixer, optimizer_kind, bias;
+  Draw optimizer, mixer, optimizer_kind, bias, gtp;
 };
 
 /// One configuration both sides build (worlds of at most 8 ranks): GPT or hybrid, random patterns over
-/// M * - E with virtual stages sometimes, TP/PP/EP 1-2, ETP 2, E in {0, 1, 2, 4}, SwiGLU, tied, LayerNorm, biases,
-/// an optimizer about one time in three (distributed, float16 or fp32) and, in a hybrid model, GDP mixers one
-/// time in three.
+/// M * - E with virtual stages sometimes, TP/PP/EP 1-2, ETP 2, GTP 2 one time in four, E in {0, 1, 2, 4},
+/// SwiGLU, tied, LayerNorm, biases, an optimizer about one time in three (distributed, float16 or fp32) and,
+/// in a hybrid model, GDP mixers one time in three. Under GTP neither SwiGLU (finding S, the curated
+/// gpt_swiglu_gtp2) nor a hybrid model's optimizer (finding O, and the Float16 one's module.-prefixed
+/// in_proj keys: docs/spec-addendum.md I).
 std::optional<DumpConfig> draw_config(Draw& d, LaterDraws& later, std::string name) {
   ModelDumpSpec s;
   s.model = d.pick({ModelKind::gpt, ModelKind::hybrid});
@@ -173,6 +175,11 @@ std::optional<DumpConfig> draw_config(Draw& d, LaterDraws& later, std::string na
   s.optimizer_kind =
       later.optimizer_kind.pick({OptimizerKind::distributed, OptimizerKind::float16, OptimizerKind::fp32});
   if (s.model == ModelKind::hybrid && later.mixer.chance(33)) s.config.ssm_mixer = "gdp";
+  if (later.gtp.chance(25) && world_size(s.sizes) * 2 <= 8) {
+    s.sizes.gtp = 2;
+    s.config.gated_mlp = false;
+    if (s.model == ModelKind::hybrid) s.optimizer = false;
+  }
   const std::int64_t rank = d.below(world_size(s.sizes));
   if (!validate_model_dump(s, rank).ok()) return std::nullopt;
   return DumpConfig{std::move(name), s, {rank}};
@@ -181,7 +188,7 @@ std::optional<DumpConfig> draw_config(Draw& d, LaterDraws& later, std::string na
 std::vector<DumpConfig> generated(std::uint64_t seed, std::int64_t count) {
   Draw d(seed);
   LaterDraws later{Draw(seed ^ 0x6f7074696d697aULL), Draw(seed ^ 0x6d69786572ULL), Draw(seed ^ 0x6b696e64ULL),
-                   Draw(seed ^ 0x62696173ULL)};
+                   Draw(seed ^ 0x62696173ULL), Draw(seed ^ 0x677470ULL)};
   std::vector<DumpConfig> out;
   while (std::ssize(out) < count)
     if (auto c = draw_config(d, later, "generated_" + std::to_string(out.size()))) out.push_back(std::move(*c));
