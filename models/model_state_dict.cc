@@ -80,7 +80,11 @@ Status validate_model_dump(const ModelDumpSpec& spec, std::int64_t rank) {
   if (spec.config.num_attention_heads % spec.config.num_query_groups != 0)
     return bad("num_attention_heads " + std::to_string(spec.config.num_attention_heads) +
                " is not a multiple of num_query_groups " + std::to_string(spec.config.num_query_groups));
-  // TransformerConfig's own check (its __post_init__): biased MoE linears only without expert TP.
+  // TransformerConfig's own checks (its __post_init__): expert parallelism needs experts, and biased MoE
+  // linears no expert TP.
+  if (spec.sizes.ep > 1 && spec.config.num_experts < 1)
+    return bad("--ep " + std::to_string(spec.sizes.ep) +
+               " needs --experts (Megatron: \"num_moe_experts must be non None to use expert-parallel.\")");
   if (spec.config.num_experts > 0 && spec.config.add_bias && spec.sizes.etp != 1)
     return bad("--bias with experts needs --etp 1 (Megatron: \"Bias in Moe is only supported when ETP==1\"), got etp " +
                std::to_string(spec.sizes.etp));

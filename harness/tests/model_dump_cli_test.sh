@@ -44,6 +44,8 @@ expect 2 '--pattern is for --model hybrid' dump --model gpt --pattern 'M*' --ran
 expect 2 '--mixer is for --model hybrid' dump --model gpt --mixer gdp --rank 0
 expect 2 '--mixer must be mamba or gdp' dump --model hybrid --mixer gdn --rank 0
 expect 2 'num_experts by ep' dump --model gpt --experts 4 --ep 3 --rank 0
+expect 2 'to use expert-parallel' dump --model gpt --ep 2 --rank 0
+expect 2 'only supported when ETP==1' dump --model gpt --experts 2 --tp 2 --etp 2 --bias --rank 0
 expect 2 'unknown target' dump --model gpt --rank 0 --target bogus
 [ "$fails" -eq 0 ] && echo "model dump CLI: PASSED" || echo "model dump CLI: $fails FAILED"
 [ "$fails" -eq 0 ]
