@@ -573,20 +573,38 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       o.progress("fault injected: " + loadable[0] + "/checkpoint/" + *what);
   }
   if (!loadable.empty()) {
-    std::vector<const WorldScenario*> to_load;
-    for (const WorldScenario* s : planned)
-      if (std::find(loadable.begin(), loadable.end(), s->name) != loadable.end()) to_load.push_back(s);
-    IH_TRY_ASSIGN(load_plan, world_plan_json(to_load, o.device));
-    IH_TRY_STATUS(write_json_file(o.work / "plan.json", load_plan));
-    o.progress("load world: mpirun -np " + std::to_string(load_ranks) + " on " + std::to_string(loadable.size()) +
-               " complete checkpoint(s)");
-    IH_TRY_ASSIGN(load, run_world("load", load_ranks, o));
-    if (load.timed_out) {
-      report.timed_out = true;
-      report.faults.push_back(timeout_text("load", load, o));
-      for (const auto& h : load.hung) report.faults.push_back("  " + h);
+    // A rank that fails a scenario ends its world (its peers may be left in a collective), so the
+    // scenarios after it never start: the load world is started again on those, until every scenario
+    // ran once or a world ran none of them.
+    std::vector<WorldOutcome> loads;
+    std::map<std::string, std::size_t> loaded_by;  // scenario -> the load world that ran it
+    for (std::vector<std::string> pending = loadable; !pending.empty();) {
+      std::vector<const WorldScenario*> to_load;
+      for (const WorldScenario* s : planned)
+        if (std::find(pending.begin(), pending.end(), s->name) != pending.end()) to_load.push_back(s);
+      IH_TRY_ASSIGN(load_plan, world_plan_json(to_load, o.device));
+      IH_TRY_STATUS(write_json_file(o.work / "plan.json", load_plan));
+      o.progress("load world: mpirun -np " + std::to_string(load_ranks) + " on " + std::to_string(pending.size()) +
+                 " complete checkpoint(s)" + (loads.empty() ? "" : ", those the last world ended before"));
+      IH_TRY_ASSIGN(load, run_world("load", load_ranks, o));
+      if (load.timed_out) {
+        report.timed_out = true;
+        report.faults.push_back(timeout_text("load", load, o));
+        for (const auto& h : load.hung) report.faults.push_back("  " + h);
+      }
+      std::vector<std::string> not_started;
+      for (const std::string& name : pending) {
+        loaded_by[name] = loads.size();
+        const bool started = std::any_of(load.ranks.begin(), load.ranks.end(),
+                                         [&](const RankState& st) { return scenario_result(st, name) != nullptr; });
+        if (!started) not_started.push_back(name);
+      }
+      loads.push_back(std::move(load));
+      if (loads.back().timed_out || not_started.size() == pending.size()) break;
+      pending = std::move(not_started);
     }
     for (const std::string& name : loadable) {
+      const WorldOutcome& load = loads[loaded_by[name]];
       ScenarioOutcome& r = out[name];
       r.load_seconds = max_seconds(load.ranks, name);
       r.details["scenario_seconds_load"] = max_seconds(load.ranks, name, "scenario_seconds");
