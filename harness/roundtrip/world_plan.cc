@@ -279,7 +279,7 @@ std::vector<std::string> real_world_scenario_names() {
 }
 
 std::vector<std::string> real_finding_scenario_names() {
-  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2"};
+  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2", "real_gpt_hybrid_moe_optimizer"};
 }
 
 namespace {
@@ -369,10 +369,13 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     save.layers = gpt_layers;
     return with_real_models(s, save, load);
   }
-  if (name == "real_gpt_hybrid_moe") {
+  if (name == "real_gpt_hybrid_moe" || name == "real_gpt_hybrid_moe_optimizer") {
+    const bool optimizer = name == "real_gpt_hybrid_moe_optimizer";
     s.description =
-        "Megatron's GPTModel with 4 experts (EP = min(ranks, 4), ETP 1) -> HybridModel *E*E at TP = ETP = "
-        "ranks / EP' (EP' = min(ranks, 4) / 2 or 1): EP and ETP change";
+        std::string(
+            "Megatron's GPTModel with 4 experts (EP = min(ranks, 4), ETP 1) -> HybridModel *E*E at TP = ETP = "
+            "ranks / EP' (EP' = min(ranks, 4) / 2 or 1): EP and ETP change") +
+        (optimizer ? ", with their FP32Optimizers (chained dense + expert where experts have their own groups)" : "");
     const std::int64_t save_ep = std::min<std::int64_t>(a, 4);
     const std::int64_t load_ep = std::max<std::int64_t>(1, std::min<std::int64_t>(b, 4) / 2);
     ModelDumpSpec save = real_model(ModelKind::gpt, "", a / save_ep, 1),
@@ -381,6 +384,7 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     save.sizes.ep = save_ep, load.sizes.ep = load_ep;
     for (ModelDumpSpec* m : {&save, &load})  // Megatron: "Bias in Moe is only supported when ETP==1"
       m->config.num_experts = 4, m->config.add_bias = false;
+    if (optimizer) save = with_fp32_optimizer(save), load = with_fp32_optimizer(load);
     return with_real_models(s, save, load);
   }
   if (name == "real_gpt_hybrid_training" || name == "real_gpt_hybrid_training_optimizer") {

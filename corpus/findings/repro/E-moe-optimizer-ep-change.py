@@ -1,0 +1,174 @@
+"""Finding candidate E as a standalone script: Megatron's code only, no harness imports.
+
+Run with the Megatron venv's python:
+
+    python E-moe-optimizer-ep-change.py --megatron-path DIR [--control]
+
+Two gloo ranks on CPU. A GPTModel of one MoE layer (2 experts, SequentialMLP from Megatron's local spec)
+is built at EP 2: its expert parameters live on the expert groups (allreduce False), so
+get_megatron_optimizer gives a ChainedOptimizer of two FP32Optimizers over Adam (dense, experts), as
+training builds it without --bf16 and without a distributed optimizer. One Adam step on zero gradients
+creates the states, and the model's and the optimizer's sharded state dicts are saved with
+dist_checkpointing.save. The same GPTModel is then built at EP 1 (TP 1, DP 2): the experts are ordinary
+parameters, so its optimizer is one FP32Optimizer. The model and optimizer state are loaded with
+dist_checkpointing.load, then load_state_dict on the model and on the optimizer, as training's
+load_checkpoint does.
+
+Both sharded state dicts are asked for with training's metadata (checkpointing's
+_build_sharded_state_dict_metadata without a distributed optimizer: chained_optim_avoid_prefix, so the
+states' tensors keep their model keys at any chain length). The tensors load; the optimizer's
+load_state_dict then raises in _filter_and_reorder_param_groups ("Could not find parameter group with key
+... Available keys: (None, ...)"): the param groups saved by a chain of two are not where a chain of one
+looks for them, so a run that changes whether experts have their own optimizer (EP to or from 1, or ETP
+to or from TP) cannot resume its optimizer state. --control loads at EP 2 too, where the load succeeds. Exit 1 while a rank's load
+raises (the finding reproduces), 0 when both load, 3 when the script itself could not run.
+
+Declared shims: finding B's (B-fresh-in-proj-under-gtp.py beside this file: its CPU shims, config and
+run_ranks are reused, not repeated), and while the optimizer is built, two of its own: torch.tensor(...,
+device='cuda') makes a CPU tensor (the optimizer's unit scale), and a CPU float tensor's type() names its
+CUDA type (FP32Optimizer accepts only torch.cuda.*Tensor parameters); none touches the code under test.
+"""
+
+import contextlib
+import importlib.util
+import os
+import sys
+import traceback
+
+EXPERTS = 2
+
+
+def finding_b_script():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "B-fresh-in-proj-under-gtp.py")
+    spec = importlib.util.spec_from_file_location("finding_b_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def optimizer_on_cpu(torch):
+    """The optimizer's CUDA-only spots on CPU (declared above), undone on exit."""
+    tensor, type_of = torch.tensor, torch.Tensor.type
+
+    def host_tensor(*args, **kwargs):
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return tensor(*args, **kwargs)
+
+    def cuda_type_name(self, *args, **kwargs):
+        name = type_of(self, *args, **kwargs)
+        if args or kwargs or not name.startswith("torch.") or name.startswith("torch.cuda."):
+            return name
+        return "torch.cuda." + name[len("torch."):]
+
+    torch.tensor, torch.Tensor.type = host_tensor, cuda_type_name
+    try:
+        yield
+    finally:
+        torch.tensor, torch.Tensor.type = tensor, type_of
+
+
+def moe_gpt_and_optimizer(b, torch, ep):
+    """Megatron's MoE GPTModel at EP `ep` (parallel_state initialised for it) and its optimizer with Adam's
+    states created by one step on zero gradients."""
+    from megatron.core import parallel_state
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    parallel_state.destroy_model_parallel()
+    parallel_state.initialize_model_parallel(expert_model_parallel_size=ep, create_gloo_process_groups=False)
+    config = b.config(torch, 1, 1, num_moe_experts=EXPERTS, moe_ffn_hidden_size=16, moe_router_topk=1,
+                      moe_router_pre_softmax=True, moe_grouped_gemm=False, expert_model_parallel_size=ep)
+    model = GPTModel(config, get_gpt_layer_local_spec(num_experts=EXPERTS, moe_grouped_gemm=False,
+                                                      normalization="RMSNorm"),
+                     vocab_size=32, max_sequence_length=64, position_embedding_type="rope")
+    wrapped = DistributedDataParallel(config, DistributedDataParallelConfig(use_distributed_optimizer=False), model)
+    with optimizer_on_cpu(torch):
+        optimizer = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-4, params_dtype=torch.float32),
+                                           [wrapped], use_gloo_process_groups=False)
+    for part in getattr(optimizer, "chained_optimizers", [optimizer]):
+        params = [p for group in part.optimizer.param_groups for p in group["params"]]
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        part.optimizer.step()
+        for p in params:
+            p.grad = None
+    return model, optimizer
+
+
+def describe(optimizer):
+    parts = getattr(optimizer, "chained_optimizers", [optimizer])
+    return f"{type(optimizer).__name__} of {len(parts)}: " + ", ".join(type(p).__name__ for p in parts)
+
+
+def state(model, optimizer, is_loading=False):
+    from megatron.core import parallel_state
+    model_sd = model.sharded_state_dict()
+    # Training's metadata without a distributed optimizer (checkpointing._build_sharded_state_dict_metadata).
+    metadata = {"singleton_local_shards": False, "chained_optim_avoid_prefix": True,
+                "dp_cp_group": parallel_state.get_data_parallel_group(with_context_parallel=True)}
+    return {"model": model_sd,
+            "optimizer": optimizer.sharded_state_dict(model_sd, is_loading=is_loading, metadata=metadata)}
+
+
+def rank_main(rank, megatron_path, directory, load_ep, results):
+    try:
+        sys.path.insert(0, megatron_path)
+        import torch
+        import torch.distributed as dist
+        from megatron.core import dist_checkpointing
+
+        b = finding_b_script()
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(directory, "store"), rank=rank,
+                                world_size=b.WORLD)
+        b.cpu_shims(torch)
+        ckpt = os.path.join(directory, "ckpt")
+        if rank == 0:
+            os.makedirs(ckpt)
+        model, optimizer = moe_gpt_and_optimizer(b, torch, 2)
+        outcome = {"saved": describe(optimizer)}
+        with torch.no_grad():
+            sd = state(model, optimizer)
+        dist.barrier()
+        dist_checkpointing.save(sd, ckpt)
+        dist.barrier()
+
+        model, optimizer = moe_gpt_and_optimizer(b, torch, load_ep)
+        outcome["loading"] = describe(optimizer)
+        try:
+            loaded = dist_checkpointing.load(state(model, optimizer, is_loading=True), ckpt)
+            model.load_state_dict(loaded["model"], strict=True)
+            optimizer.load_state_dict(loaded["optimizer"])
+        except BaseException as exc:  # noqa: BLE001 - Megatron's outcome (DCP's CheckpointException is a BaseException)
+            text = " ".join(str(exc).split())
+            outcome["load"] = f"{type(exc).__name__}: {text if len(text) < 2000 else text[:1500] + ' ... ' + text[-400:]}"
+        results.put((rank, outcome))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:  # noqa: BLE001 - the script itself failed
+        results.put((rank, {"script_error": traceback.format_exc()}))
+
+
+def main():
+    b = finding_b_script()
+    args = b.parse_args(__doc__, "loaded at EP 2 too, where the optimizer state loads")
+    if args is None:
+        return 3
+    load_ep = 2 if args.control else 1
+    outcomes = b.run_ranks(rank_main, args.megatron_path, load_ep)
+    if outcomes is None:
+        return 3
+    fails = False
+    for rank in sorted(outcomes):
+        o = outcomes[rank]
+        result = f"the load raised {o['load']}" if "load" in o else "model and optimizer state loaded"
+        print(f"MoE GPT saved at EP 2 ({o['saved']}), rank {rank}; loaded at EP {load_ep} ({o['loading']}): {result}")
+        fails |= "load" in o
+    print(f"finding E {'reproduces' if fails else 'does not reproduce'} (saved at EP 2, loaded at EP {load_ep})")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
