@@ -161,20 +161,17 @@ TEST(ModelDumpCompare, OptimizerCommonStateIsDroppedAndTheRuleIsStaleWithoutIt) 
   EXPECT_EQ(without->stale(), std::vector{DumpExplanation::optimizer_common_state});
 }
 
-const ShardedTensor& tensor_keyed(const std::vector<FlatEntry>& entries, const std::string& key) {
+/// The entry of kind T keyed `key` in a dump.
+template <class T>
+const T& keyed(const std::vector<FlatEntry>& entries, const std::string& key) {
   for (const FlatEntry& e : entries)
-    if (const auto* t = std::get_if<ShardedTensor>(&e.entry); t && t->key == key) return *t;
-  ADD_FAILURE() << "no tensor keyed " << key;
-  static const ShardedTensor none;
+    if (const auto* t = std::get_if<T>(&e.entry); t && t->key == key) return *t;
+  ADD_FAILURE() << "no entry keyed " << key;
+  static const T none;
   return none;
 }
-
-const ShardedObject& object_keyed(const std::vector<FlatEntry>& entries, const std::string& key) {
-  for (const FlatEntry& e : entries)
-    if (const auto* o = std::get_if<ShardedObject>(&e.entry); o && o->key == key) return *o;
-  ADD_FAILURE() << "no object keyed " << key;
-  static const ShardedObject none;
-  return none;
+const ShardedTensor& tensor_keyed(const std::vector<FlatEntry>& entries, const std::string& key) {
+  return keyed<ShardedTensor>(entries, key);
 }
 
 // Megatron GTP-wraps every parallel linear (make_tp_sharded_tensor_for_checkpoint and
@@ -199,7 +196,8 @@ TEST(ModelDumpCompare, UnderGtpEveryParallelLinearIsShardedAsMegatronShardsIt) {
   // A GTP module's bias: the GTP rank in the TP element, g for a TP-split bias, t*G + g for a replicated one.
   EXPECT_EQ(tensor_keyed(dump, "decoder.layers.self_attention.linear_qkv.bias").replica_id.to_string(), "(0, 1, 0)");
   EXPECT_EQ(tensor_keyed(dump, "decoder.layers.mlp.linear_fc2.bias").replica_id.to_string(), "(0, 3, 0)");
-  EXPECT_EQ(object_keyed(dump, "decoder.layers.mlp.linear_fc1._extra_state").replica_id.to_string(), "(0, 3, 0)");
+  EXPECT_EQ(keyed<ShardedObject>(dump, "decoder.layers.mlp.linear_fc1._extra_state").replica_id.to_string(),
+            "(0, 3, 0)");
   // Outside GTP modules (a norm): saved over the GTP-inclusive DP group, rank g + G*d = 1.
   EXPECT_EQ(tensor_keyed(dump, "decoder.final_layernorm.weight").replica_id.to_string(), "(0, 1, 1)");
   // The embedding: the composite axis too, allow_shape_mismatch as ever.
