@@ -279,7 +279,8 @@ std::vector<std::string> real_world_scenario_names() {
 }
 
 std::vector<std::string> real_finding_scenario_names() {
-  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2", "real_gpt_hybrid_moe_optimizer"};
+  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2", "real_gpt_hybrid_moe_optimizer",
+          "real_gpt_hybrid_gtp_p32"};
 }
 
 namespace {
