@@ -155,8 +155,7 @@ class Emitter {
     p.pad_alignment = c.pad_alignment, p.cols = c.hidden, p.dtype = "float32";
     p.mixer = gdp ? GtpMixer::gdp : GtpMixer::mamba;
     const GtpSaveDesign design = gdp ? c.gdp_design : GtpSaveDesign::shard_split;  // Mamba gathers regardless
-    p.replica_id =
-        design == GtpSaveDesign::gather ? ReplicaId::tuple({0, 0, l_.gtp_rank + l_.gtp * l_.dp_rank}) : replica;
+    p.replica_id = design == GtpSaveDesign::gather ? ReplicaId::tuple({0, 0, gtp_inclusive_dp_rank()}) : replica;
     IH_TRY_ASSIGN(padding, gtp_padding_of(p));
     p.shard = TensorValue::of_storage(next_storage(), {padding.shard_rows, c.hidden});
     IH_TRY_ASSIGN(factory, make_gtp_factory(design, p));
@@ -211,10 +210,11 @@ class Emitter {
     if (!c_.gtp_linears || l_.gtp == 1 || is_expert_) return GtpRole::plain;
     static constexpr std::string_view kLinears[] = {"linear_qkv", "linear_proj", "linear_fc1",      "linear_fc2",
                                                     "in_proj",    "out_proj",    "word_embeddings", "output_layer"};
-    const std::size_t dot = sub.rfind('.');
-    const std::string_view owner = dot == std::string::npos ? std::string_view() : std::string_view(sub).substr(0, dot);
-    const std::string_view module = owner.substr(owner.rfind('.') == std::string_view::npos ? 0 : owner.rfind('.') + 1);
-    const std::string_view name = std::string_view(sub).substr(dot == std::string::npos ? 0 : dot + 1);
+    const std::string_view path = sub;
+    const std::size_t dot = path.rfind('.');
+    if (dot == std::string_view::npos) return GtpRole::plain;
+    const std::string_view owner = path.substr(0, dot), name = path.substr(dot + 1);
+    const std::string_view module = owner.substr(owner.rfind('.') + 1);  // npos + 1 is 0: the whole owner
     if (std::find(std::begin(kLinears), std::end(kLinears), module) == std::end(kLinears)) return GtpRole::plain;
     if (name == "weight") return GtpRole::weight;
     if (name == "bias" || name == "_extra_state") return GtpRole::replicated;
@@ -224,9 +224,9 @@ class Emitter {
   std::int64_t gtp_tp_element() const { return l_.tp_rank * l_.gtp + l_.gtp_rank; }
   /// The DP element of a replica id outside a GTP module: with gtp_linears Megatron saves it over the
   /// GTP-inclusive DP group (rank g + G*d); experts over their own group (which holds the GTP ranks).
-  std::int64_t replica_dp() const {
-    return c_.gtp_linears && !is_expert_ ? l_.gtp_rank + l_.gtp * l_.dp_rank : dp_rank();
-  }
+  std::int64_t replica_dp() const { return c_.gtp_linears && !is_expert_ ? gtp_inclusive_dp_rank() : dp_rank(); }
+  /// This rank in the DP group that includes the GTP axis: g + G*d.
+  std::int64_t gtp_inclusive_dp_rank() const { return l_.gtp_rank + l_.gtp * l_.dp_rank; }
 
   void add_with_optimizer(const std::string& sub, Leaf leaf) {
     for (const std::string& state : optimizer_.names) {
