@@ -38,7 +38,7 @@ ModelDumpSpec spec_of(const Knobs& k, std::optional<std::int64_t> max_ranks) {
   if (s.optimizer) s.optimizer_kind = k.optimizer_kind;
   // Not drawn under GTP (docs/spec-addendum.md I): SwiGLU (finding S, pinned as the gate's curated
   // gpt_swiglu_gtp2: every such draw would fail on it) and a hybrid model's optimizer (the distributed one
-  // refuses the gathered in_proj, finding O; the Float16 one keys its per-shard rebuild by the wrapped name).
+  // refuses the gathered in_proj, finding O; the Float16 one keys its per-shard rebuild by the wrapped name, P).
   if (s.sizes.gtp > 1) {
     s.config.gated_mlp = false;
     if (s.model == ModelKind::hybrid) s.optimizer = false;

@@ -102,6 +102,8 @@ std::vector<DumpConfig> curated() {
       config("gpt_tp2_gtp2_float16", M::gpt, "", {.tp = 2, .gtp = 2, .float16 = true}, {0, 1, 2, 3}),
       config("gpt_moe_e4_ep2_float16", M::gpt, "", {.ep = 2, .experts = 4, .float16 = true}, {0, 1}),
       config("hybrid_tp2_float16", M::hybrid, "M*-M*-", {.tp = 2, .float16 = true}, {0, 1}),
+      // Finding P: the in_proj's rebuilt optimizer entries are keyed by the wrapped model's names (pinned).
+      config("hybrid_gtp2_float16", M::hybrid, "M*-", {.gtp = 2, .float16 = true}, {0, 1}),
       // --optimizer-kind fp32: FP32Optimizer, the optimizer the real round trips save and load.
       config("gpt_swiglu_tp2_fp32", M::gpt, "", {.tp = 2, .gated = true, .fp32 = true}, {0, 1}),
       config("gpt_moe_e4_ep2_fp32", M::gpt, "", {.ep = 2, .experts = 4, .fp32 = true}, {0, 1}),
@@ -145,8 +147,7 @@ struct LaterDraws {
 /// M * - E with virtual stages sometimes, TP/PP/EP 1-2, ETP 2, GTP 2 one time in four, E in {0, 1, 2, 4},
 /// SwiGLU, tied, LayerNorm, biases, an optimizer about one time in three (distributed, float16 or fp32) and,
 /// in a hybrid model, GDP mixers one time in three. Under GTP neither SwiGLU (finding S, the curated
-/// gpt_swiglu_gtp2) nor a hybrid model's optimizer (finding O, and the Float16 one's module.-prefixed
-/// in_proj keys: docs/spec-addendum.md I).
+/// gpt_swiglu_gtp2) nor a hybrid model's optimizer (findings O and P, the curated hybrid_gtp2_*).
 std::optional<DumpConfig> draw_config(Draw& d, LaterDraws& later, std::string name) {
   ModelDumpSpec s;
   s.model = d.pick({ModelKind::gpt, ModelKind::hybrid});

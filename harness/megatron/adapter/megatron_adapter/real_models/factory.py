@@ -297,8 +297,8 @@ def _raise_finding_o(chunks, exc, marker, call, message):
 
 def _float16_sharded_state_dict(M, chunks):
     """The sharded state dict of Float16OptimizerWithFloat16Params over Adam, built as training builds it
-    under --bf16 without --use-distributed-optimizer: the chunks' parameters cast to bf16 (Float16Module's
-    cast), each chunk wrapped in DistributedDataParallel, get_megatron_optimizer (a ChainedOptimizer when
+    under --bf16 without --use-distributed-optimizer: each chunk wrapped in Float16Module (its bf16 cast) and
+    that in DistributedDataParallel (get_model's order), get_megatron_optimizer (a ChainedOptimizer when
     expert parameters have their own), GTP parameters named as classify_gtp_remat_chains names them (the
     key _backfill_gtp_sharded_param_map rebuilds a gathered in_proj's per-shard entry under), Adam's states
     created by the optimizer's own init_state_fn (what its load does first), then
@@ -306,12 +306,13 @@ def _float16_sharded_state_dict(M, chunks):
     from megatron.core import parallel_state as ps
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
     torch = M.torch
     for model in chunks.values():
-        model.to(torch.bfloat16)
         model.config.bf16, model.config.params_dtype = True, torch.bfloat16
     ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=False)
-    wrapped = [DistributedDataParallel(model.config, ddp_config, model, disable_bucketing=i > 0)
+    wrapped = [DistributedDataParallel(model.config, ddp_config, Float16Module(model.config, model),
+                                       disable_bucketing=i > 0)
                for i, model in enumerate(chunks.values())]
     _name_gtp_params(wrapped)
     config = OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, params_dtype=torch.bfloat16,
@@ -344,7 +345,7 @@ def _empty_param_id_lists(M, tree):
 
 def _name_gtp_params(wrapped):
     """Training names GTP parameters after the DDP wrap (classify_gtp_remat_chains ->
-    tag_gtp_params_with_names, 'module.'-prefixed names the optimizer strips); a Megatron without GTP
+    tag_gtp_params_with_names: the wrappers' 'module.module.'-prefixed names); a Megatron without GTP
     has none to name."""
     try:
         from megatron.core.tensor_parallel.generalized_tensor_parallelism import tag_gtp_params_with_names
