@@ -14,15 +14,18 @@ params, fp32 main copies) whose exp_avg rows hold 1000 + k. The model's sharded_
 optimizer's sharded_state_dict(model_sharded_state_dict) are saved with dist_checkpointing.save and
 requested again at another layout with dist_checkpointing.load; every loaded row is checked.
 
-Two facets, both on the same 8 ranks (rank = t + T*(g + G*d)):
+Three facets, all on the same 8 ranks (rank = t + T*(g + G*d)):
 - weight, GTP change at TP 2: 60 rows per TP rank (120 global), p = 32, saved at TP2 x GTP2 x DP2,
   loaded at TP2 x GTP4 x DP1.
 - optimizer, TP change at GTP 2: 120 rows, p = 16, saved at TP2 x GTP2 x DP2 with exp_avg, loaded at
   TP1 x GTP2 x DP4 (weight and exp_avg).
---control runs the same layouts with rows that need no padding (64 per TP rank, p = 16), where
-Megatron reshards correctly. Exit 1 while a loaded row is wrong (the finding reproduces), 0 when
-every row is right, 3 when a facet could not complete (any exception, printed with where it was
-raised).
+- weight, GTP change at TP 1: 64 rows, p = 32, saved at TP1 x GTP4 x DP2 (padded to 128 rows), loaded at
+  TP1 x GTP2 x DP4 (64 rows need no padding there, so the entry has no allow_shape_mismatch): a load
+  Megatron refuses is this facet's finding, not the script's error.
+--control runs the same layouts with rows that need no padding (64 per TP rank at TP 2, 128 at TP 1,
+p = 16 at TP 2), where Megatron reshards correctly. Exit 1 while a loaded row is wrong or a load is
+refused (the finding reproduces), 0 when every row is right, 3 when a facet could not complete (any
+other exception, printed with where it was raised).
 
 Declared shims (each lifts a CPU-only or Transformer-Engine guard; none touches the code under test):
 - gtp_api.HAVE_GTP -> True: GTP is gated on Transformer Engine (HAVE_GTP mirrors HAVE_TE), which
@@ -187,9 +190,11 @@ def rank_main(rank, megatron_path, directory, control, results):
         ("weight, GTP 2 -> 4 at TP 2", (2, 2, 16 if control else 32), (2, 4, 16 if control else 32), 2 * per_tp_rows,
          False),
         ("optimizer, TP 2 -> 1 at GTP 2", (2, 2, 16), (1, 2, 16), 2 * per_tp_rows, True),
+        ("weight, GTP 4 -> 2 at TP 1", (1, 4, 32), (1, 2, 32), 128 if control else 64, False),
     ]
     outcome = {}
-    for name, save, load, rows_total, with_optimizer in facets:
+    for index, (name, save, load, rows_total, with_optimizer) in enumerate(facets):
+        loading = False
         try:
             grid = Grid(dist, rank, save[0], save[1])
             linear, optimizer = build(torch, grid, rows_total, save[2])
@@ -199,7 +204,7 @@ def rank_main(rank, megatron_path, directory, control, results):
                 main = linear.weight.main_param
                 optimizer.optimizer.state[main]["exp_avg"].copy_(
                     provenance(torch, grid, main, rows_total, EXP_AVG_BASE))
-            ckpt = os.path.join(directory, name.split(",")[0])
+            ckpt = os.path.join(directory, f"facet{index}")
             if rank == 0:
                 os.makedirs(ckpt)
             dist.barrier()
@@ -209,6 +214,7 @@ def rank_main(rank, megatron_path, directory, control, results):
             dist.barrier()
             grid = Grid(dist, rank, load[0], load[1])
             linear, optimizer = build(torch, grid, rows_total, load[2])
+            loading = True
             loaded = dist_checkpointing.load(trees(linear, optimizer, grid, loading=True), ckpt)
             wrong = {"weight": rows_report(torch, grid, loaded["model"][KEY], rows_total, 0)}
             if with_optimizer:
@@ -220,8 +226,11 @@ def rank_main(rank, megatron_path, directory, control, results):
             raise
         except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            outcome[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]} "
-                                      f"({os.path.basename(where.filename)}:{where.lineno} {where.name})"}
+            # A CheckpointException carries each failed rank's traceback: its last line is the error.
+            text = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), "")
+            # Megatron refusing a load of a checkpoint its own save wrote is the finding's loud face.
+            outcome[name] = {"refused" if loading else "error": f"{type(exc).__name__}: {text[:300]} "
+                             f"({os.path.basename(where.filename)}:{where.lineno} {where.name})"}
         dist.barrier()
     results.put((rank, outcome))
     dist.destroy_process_group()
@@ -294,6 +303,12 @@ def main():
                 print(f"  rank {r}: {error}")
             errors = True
             continue
+        refused = [(r, o["refused"]) for r, o in enumerate(per_rank) if "refused" in o]
+        if refused:
+            reproduces = True
+            print(f"  the load is refused on {len(refused)} of {WORLD} ranks, e.g. rank {refused[0][0]}: "
+                  f"{refused[0][1]}")
+            continue
         print(f"  saved keys: {', '.join(per_rank[0]['keys'])}")
         for what in per_rank[0]["wrong"]:
             rows = sorted({(t, r, want, came) for o in per_rank for (t, r, want, came) in o["wrong"][what]},
@@ -310,7 +325,8 @@ def main():
     if errors:
         print("the script could not complete a facet (see the errors above)")
         return 3
-    print("finding R2 reproduces: rows silently misplaced or zeroed" if reproduces else "finding R2 does not reproduce")
+    print("finding R2 reproduces: rows misplaced or zeroed, or the load refused" if reproduces
+          else "finding R2 does not reproduce")
     return 1 if reproduces else 0
 
 
