@@ -241,11 +241,14 @@ def run_ranks(rank_main, megatron_path, *args, world=WORLD):
     return outcomes
 
 
-def parse_args(doc, control_help):
-    """--megatron-path DIR [--control] of a finding script; None (after saying why) when DIR is no checkout."""
+def parse_args(doc, control_help, extra=None):
+    """--megatron-path DIR [--control] of a finding script, and the flags `extra(parser)` adds; None (after
+    saying why) when DIR is no checkout."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--megatron-path", required=True)
     parser.add_argument("--control", action="store_true", help=control_help)
+    if extra:
+        extra(parser)
     args = parser.parse_args()
     if not os.path.isfile(os.path.join(args.megatron_path, "megatron", "core", "__init__.py")):
         print(f"not a Megatron-LM checkout: {args.megatron_path}", file=sys.stderr)
