@@ -271,16 +271,16 @@ std::vector<std::string> shard_split_world_scenario_names() {
 }
 
 std::vector<std::string> real_world_scenario_names() {
-  return {"real_gpt_hybrid_tp",        "real_gpt_hybrid_swiglu_tied",  "real_gpt_hybrid_pp",
-          "real_gpt_hybrid_moe",       "real_hybrid_hybrid_tp",        "real_gpt_hybrid_training",
-          "real_hybrid_hybrid_gtp",    "real_gpt_hybrid_gtp",          "real_hybrid_hybrid_gdp_tp",
-          "real_gpt_hybrid_optimizer", "real_hybrid_hybrid_optimizer", "real_gpt_hybrid_training_optimizer",
-          "real_hybrid_hybrid_gdp_gtp"};
+  return {"real_gpt_hybrid_tp",         "real_gpt_hybrid_swiglu_tied",  "real_gpt_hybrid_pp",
+          "real_gpt_hybrid_moe",        "real_hybrid_hybrid_tp",        "real_gpt_hybrid_training",
+          "real_hybrid_hybrid_gtp",     "real_gpt_hybrid_gtp",          "real_hybrid_hybrid_gdp_tp",
+          "real_gpt_hybrid_optimizer",  "real_hybrid_hybrid_optimizer", "real_gpt_hybrid_training_optimizer",
+          "real_hybrid_hybrid_gdp_gtp", "real_gpt_hybrid_training_moe"};
 }
 
 std::vector<std::string> real_finding_scenario_names() {
   return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2", "real_gpt_hybrid_moe_optimizer",
-          "real_gpt_hybrid_gtp_p32"};
+          "real_gpt_hybrid_gtp_p32", "real_gpt_hybrid_training_moe_optimizer"};
 }
 
 namespace {
@@ -370,13 +370,18 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     save.layers = gpt_layers;
     return with_real_models(s, save, load);
   }
-  if (name == "real_gpt_hybrid_moe" || name == "real_gpt_hybrid_moe_optimizer") {
-    const bool optimizer = name == "real_gpt_hybrid_moe_optimizer";
+  if (name.starts_with("real_gpt_hybrid_moe") || name.starts_with("real_gpt_hybrid_training_moe")) {
+    const bool optimizer = name.ends_with("_optimizer");
+    if (name.starts_with("real_gpt_hybrid_training")) s.load_path = LoadPath::training;
     s.description =
         std::string(
             "Megatron's GPTModel with 4 experts (EP = min(ranks, 4), ETP 1) -> HybridModel *E*E at TP = ETP = "
             "ranks / EP' (EP' = min(ranks, 4) / 2 or 1): EP and ETP change") +
-        (optimizer ? ", with their FP32Optimizers (chained dense + expert where experts have their own groups)" : "");
+        (optimizer ? ", with their FP32Optimizers (chained dense + expert where experts have their own groups)" : "") +
+        (s.load_path == LoadPath::training
+             ? "; saved by save_checkpoint (fully parallel: each replicated chunk written by one of its holders), "
+               "loaded by load_checkpoint (Megatron's own GPT -> hybrid setup)"
+             : "");
     const std::int64_t save_ep = std::min<std::int64_t>(a, 4);
     const std::int64_t load_ep = std::max<std::int64_t>(1, std::min<std::int64_t>(b, 4) / 2);
     ModelDumpSpec save = real_model(ModelKind::gpt, "", a / save_ep, 1),
@@ -1066,8 +1071,11 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   stats.gpt_keys = static_cast<std::int64_t>(gpt_shapes.size());
   for (const auto& [key, shape] : gpt_shapes) stats.saved_elements += numel(shape);
 
-  // Expected writers: every main-replica chunk, and the rank that holds it.
+  // Expected writers: every main-replica chunk, and the rank that holds it. Training's save_checkpoint saves
+  // fully parallel (its default --ckpt-fully-parallel-save): the wrapper hands each replicated chunk to one
+  // of the ranks holding it, so there the writer is any one of the chunk's holders.
   std::map<std::pair<std::string, Shape>, std::vector<std::int64_t>> writers;
+  std::map<std::pair<std::string, Shape>, std::set<std::int64_t>> holders;
   const auto id_of = [&](const std::string& key) -> Result<std::int64_t> {
     auto it = key_id.find(key);
     if (it == key_id.end())
@@ -1106,8 +1114,10 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
         fill[e.path] = Json::array();
         for (const Segment& seg : segs) fill[e.path].push_back(segment_json(seg, id));
         if (t->is_main_replica()) writers[{t->key, t->global_offset}].push_back(static_cast<std::int64_t>(r));
+        holders[{t->key, t->global_offset}].insert(static_cast<std::int64_t>(r));
       } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
         IH_TRY_ASSIGN(segs, factory_segments(*f));  // the chunks Megatron's save writes
+        for (const Segment& seg : segs) holders[{seg.key, seg.global_offset}].insert(static_cast<std::int64_t>(r));
         IH_TRY_ASSIGN(rows, factory_rows(true, static_cast<std::int64_t>(r), *f));
         Json list = Json::array();
         for (const Segment& seg : rows.segments) {
@@ -1138,7 +1148,9 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
     if (ranks.size() != 1)
       return make_error(seam_kind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " +
                                                       chunk.first + " at [" + offset_text(chunk.second) + "]");
-    expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
+    Json writer = Json::array({chunk.first, chunk.second, ranks[0]});
+    if (s.load_path == LoadPath::training) writer.push_back(holders[chunk]);
+    expected_writers.push_back(std::move(writer));
   }
   stats.expected_writers = static_cast<std::int64_t>(expected_writers.size());
 

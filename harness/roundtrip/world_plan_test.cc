@@ -365,6 +365,26 @@ TEST(WorldPlan, RealScenariosArePlannedFromTheDescribedModelsAndReadEverySavedEl
   EXPECT_EQ(refused.error().kind, seam_kind::harness_error);
 }
 
+TEST(WorldPlan, TrainingSavesListEachChunksHoldersAsItsPossibleWriters) {
+  // save_checkpoint saves fully parallel: a replicated chunk is written by one of the ranks holding it.
+  const auto writers = [](const std::string& name) {
+    auto s = make_world_scenario(name, 4, 2);
+    EXPECT_TRUE(s.ok()) << name;
+    TempDir dir;
+    EXPECT_TRUE(write_world_scenario(*s, dir.path, DescribedByReference{}).ok()) << name;
+    return read_json(dir.path / "catalogue.json")["writers"];
+  };
+  bool replicated = false;
+  for (const Json& w : writers("real_gpt_hybrid_training_moe")) {  // EP 4 at TP 1: dense chunks on 4 ranks
+    ASSERT_EQ(w.size(), 4u) << w.dump();
+    const auto holders = w[3].get<std::vector<std::int64_t>>();
+    EXPECT_NE(std::find(holders.begin(), holders.end(), w[2].get<std::int64_t>()), holders.end()) << w.dump();
+    replicated |= holders == std::vector<std::int64_t>{0, 1, 2, 3};
+  }
+  EXPECT_TRUE(replicated);
+  for (const Json& w : writers("real_gpt_hybrid_moe")) EXPECT_EQ(w.size(), 3u) << w.dump();  // the main replica's rank
+}
+
 TEST(WorldPlan, RealOptimizerMomentsAreFilledAndRetargetedLikeTheirWeights) {
   auto s = make_world_scenario("real_gpt_hybrid_optimizer", 2, 1);
   ASSERT_TRUE(s.ok()) << s.error().message;
@@ -621,14 +641,16 @@ TEST(WorldPlan, OnlyTheTrainingScenariosLoadThroughMegatronsTrainingEntryPoints)
     ASSERT_TRUE(s.ok()) << name << ": " << s.error().message;
     auto plan = world_plan_json({&*s}, "cpu");
     ASSERT_TRUE(plan.ok()) << plan.error().message;
-    const bool training = name == "real_gpt_hybrid_training" || name == "real_gpt_hybrid_training_optimizer";
+    const bool training = name.rfind("real_gpt_hybrid_training", 0) == 0;
     EXPECT_EQ(s->load_path, training ? LoadPath::training : LoadPath::dist_checkpointing) << name;
     EXPECT_EQ((*plan)["scenarios"][0]["load_path"], training ? "training" : "dist_checkpointing") << name;
-    if (training) {  // a GPT run's checkpoint into a hybrid run with a TP change
+    if (training) {  // a GPT run's checkpoint into a hybrid run with a TP change (and an EP change with experts)
+      const bool moe = name == "real_gpt_hybrid_training_moe";
       EXPECT_EQ(s->kind, ScenarioKind::real_gpt_hybrid);
       EXPECT_EQ(s->real_save.model, ModelKind::gpt);
       EXPECT_EQ(s->real_load.model, ModelKind::hybrid);
-      EXPECT_EQ(s->save.tp, 4);
+      EXPECT_EQ(s->save.tp, moe ? 1 : 4) << name;
+      EXPECT_EQ(s->real_save.sizes.ep, moe ? 4 : 1) << name;
       EXPECT_EQ(s->load.tp, 2);
       EXPECT_EQ(s->real_save.optimizer, name == "real_gpt_hybrid_training_optimizer") << name;
     }

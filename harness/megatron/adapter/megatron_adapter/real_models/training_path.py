@@ -101,8 +101,14 @@ def argv(req, side, directory):
         a.append("--disable-bias-linear")
     if not req["tied_embeddings"]:
         a.append("--untie-embeddings-and-output-weights")
-    if int(req["num_experts"]) or int(req["ep"]) != 1 or int(req["gtp"]) != 1:
-        raise TrainingPathError("the training path runs dense GPT -> hybrid models without EP or GTP")
+    if int(req["gtp"]) != 1:
+        raise TrainingPathError("the training path runs GPT -> hybrid models without GTP")
+    if int(req["num_experts"]):  # the factory's MoE layer (SequentialMLP, top-1 router, pre-softmax)
+        a += ["--num-experts", req["num_experts"], "--moe-ffn-hidden-size", req["moe_ffn_hidden"],
+              "--moe-router-topk", 1, "--moe-router-pre-softmax", "--expert-model-parallel-size", req["ep"],
+              "--expert-tensor-parallel-size", req["etp"]]
+    elif int(req["ep"]) != 1:
+        raise TrainingPathError("the training path's EP > 1 needs experts")
     if req["model"] == "gpt":
         a += ["--num-layers", req["layers"], "--position-embedding-type", "rope"]
     else:

@@ -1,0 +1,35 @@
+"""The training path's argv (real_models/training_path.py) written from a model request, without Megatron:
+the load run's flags (the save run's also ask Megatron's parser which flags it knows)."""
+
+import pytest
+
+from megatron_adapter.real_models import training_path
+
+REQ = {"tp": 2, "pp": 1, "hidden": 64, "num_attention_heads": 4, "num_query_groups": 2, "kv_channels": 16,
+       "ffn_hidden": 128, "norm": "rms", "vocab": 128, "gated_mlp": False, "add_bias": False,
+       "tied_embeddings": False, "num_experts": 0, "ep": 1, "etp": 2, "gtp": 1, "model": "hybrid",
+       "pattern": "*E*E", "mamba_heads": 4, "mamba_head_dim": 16, "mamba_groups": 1, "mamba_state": 16,
+       "moe_ffn_hidden": 32}
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_a_dense_run_names_no_experts():
+    argv = training_path.argv(REQ, "load", "/ckpt")
+    assert "--num-experts" not in argv and "--expert-model-parallel-size" not in argv
+    assert flag(argv, "--hybrid-layer-pattern") == "*E*E" and flag(argv, "--load") == "/ckpt"
+
+
+def test_an_moe_run_names_the_factorys_moe_layer_and_its_expert_layout():
+    argv = training_path.argv(dict(REQ, num_experts=4, ep=2, etp=1), "load", "/ckpt")
+    assert flag(argv, "--num-experts") == "4" and flag(argv, "--moe-ffn-hidden-size") == "32"
+    assert flag(argv, "--moe-router-topk") == "1" and "--moe-router-pre-softmax" in argv
+    assert flag(argv, "--expert-model-parallel-size") == "2" and flag(argv, "--expert-tensor-parallel-size") == "1"
+
+
+@pytest.mark.parametrize("change, why", [({"gtp": 2}, "without GTP"), ({"ep": 2}, "EP > 1 needs experts")])
+def test_what_the_training_path_does_not_run_is_refused(change, why):
+    with pytest.raises(training_path.TrainingPathError, match=why):
+        training_path.argv(dict(REQ, **change), "load", "/ckpt")
