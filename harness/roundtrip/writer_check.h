@@ -45,8 +45,8 @@ inline WriterCheck check_writers(const nlohmann::json& expected, const nlohmann:
     ++out.checked;
     const auto chunk = std::make_pair(w[0].get<std::string>(), w[1].get<std::vector<std::int64_t>>());
     const std::int64_t main = w[2];
-    const std::vector<std::int64_t> any_of = w.size() > 3 ? w[3].get<std::vector<std::int64_t>>()
-                                                          : std::vector<std::int64_t>{main};
+    const std::vector<std::int64_t> any_of =
+        w.size() > 3 ? w[3].get<std::vector<std::int64_t>>() : std::vector<std::int64_t>{main};
     const auto it = actual.find(chunk);
     if (it == actual.end() || it->second.size() != 1 ||
         std::find(any_of.begin(), any_of.end(), it->second[0]) == any_of.end()) {

@@ -9,7 +9,8 @@ using nlohmann::json;
 // The save's metadata rows: [key, chunk offset, storage file of the writing rank].
 json written(std::initializer_list<std::pair<std::vector<std::int64_t>, int>> chunks) {
   json out = json::array();
-  for (const auto& [offset, rank] : chunks) out.push_back(json::array({"w", offset, "__" + std::to_string(rank) + "_0.distcp"}));
+  for (const auto& [offset, rank] : chunks)
+    out.push_back(json::array({"w", offset, "__" + std::to_string(rank) + "_0.distcp"}));
   return out;
 }
 
