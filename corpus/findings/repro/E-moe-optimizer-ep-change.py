@@ -33,14 +33,13 @@ reproduces when a rank's load raises anywhere before F's spot; the control passe
 loads or reaches F's spot (its param groups matched).
 
 Declared shims: finding B's (B-fresh-in-proj-under-gtp.py beside this file: its CPU shims, config and
-run_ranks are reused, not repeated), and while the optimizer is built, two of its own: torch.tensor(...,
-device='cuda') makes a CPU tensor (the optimizer's unit scale), and a CPU float tensor's type() names its
-CUDA type (FP32Optimizer accepts only torch.cuda.*Tensor parameters); with --optimizer distributed also
-Tensor.cuda() as the identity (the fully_reshardable format copies each shard to CUDA before gloo gathers
-it); none touches the code under test.
+run_ranks are reused, not repeated), and O's script's optimizer_on_cpu while the runs are built, saved and
+loaded: torch.tensor(..., device='cuda') makes a CPU tensor (the optimizer's unit scale), a CPU float
+tensor's type() names its CUDA type (FP32Optimizer accepts only torch.cuda.*Tensor parameters), and
+Tensor.cuda() is the identity (the DistributedOptimizer's fully_reshardable format copies each shard to
+CUDA before gloo gathers it); none touches the code under test.
 """
 
-import contextlib
 import importlib.util
 import os
 import sys
@@ -55,35 +54,12 @@ def optimizer_flag(parser):
                         help="FP32Optimizer (default) or the DistributedOptimizer (fully_reshardable)")
 
 
-def finding_b_script():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "B-fresh-in-proj-under-gtp.py")
-    spec = importlib.util.spec_from_file_location("finding_b_script", path)
+def script_beside(name, module_name):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@contextlib.contextmanager
-def optimizer_on_cpu(torch):
-    """The optimizer's CUDA-only spots on CPU (declared above), undone on exit."""
-    tensor, type_of = torch.tensor, torch.Tensor.type
-
-    def host_tensor(*args, **kwargs):
-        if str(kwargs.get("device", "")).startswith("cuda"):
-            kwargs["device"] = "cpu"
-        return tensor(*args, **kwargs)
-
-    def cuda_type_name(self, *args, **kwargs):
-        name = type_of(self, *args, **kwargs)
-        if args or kwargs or not name.startswith("torch.") or name.startswith("torch.cuda."):
-            return name
-        return "torch.cuda." + name[len("torch."):]
-
-    torch.tensor, torch.Tensor.type = host_tensor, cuda_type_name
-    try:
-        yield
-    finally:
-        torch.tensor, torch.Tensor.type = tensor, type_of
 
 
 def moe_gpt_and_optimizer(b, torch, ep, distributed):
@@ -103,10 +79,9 @@ def moe_gpt_and_optimizer(b, torch, ep, distributed):
                      vocab_size=32, max_sequence_length=64, position_embedding_type="rope")
     wrapped = DistributedDataParallel(config, DistributedDataParallelConfig(use_distributed_optimizer=distributed),
                                       model)
-    with optimizer_on_cpu(torch):
-        optimizer = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-4, params_dtype=torch.float32,
-                                                           use_distributed_optimizer=distributed),
-                                           [wrapped], use_gloo_process_groups=False)
+    optimizer = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-4, params_dtype=torch.float32,
+                                                       use_distributed_optimizer=distributed),
+                                       [wrapped], use_gloo_process_groups=False)
     if distributed:
         for part in optimizer.chained_optimizers:
             part._init_optimizer_states_with_dummy_values()
@@ -144,38 +119,17 @@ def rank_main(rank, megatron_path, directory, load_ep, distributed, results):
         sys.path.insert(0, megatron_path)
         import torch
         import torch.distributed as dist
-        from megatron.core import dist_checkpointing
 
-        b = finding_b_script()
+        b = script_beside("B-fresh-in-proj-under-gtp.py", "finding_b_script")
+        o = script_beside("O-distributed-optimizer-gtp-mixer.py", "finding_o_script")
         dist.init_process_group("gloo", init_method="file://" + os.path.join(directory, "store"), rank=rank,
                                 world_size=b.WORLD)
         b.cpu_shims(torch)
         ckpt = os.path.join(directory, "ckpt")
         if rank == 0:
             os.makedirs(ckpt)
-        if distributed:  # the fully_reshardable format copies each shard to CUDA before gloo gathers it
-            torch.Tensor.cuda = lambda self, *a, **k: self
-        model, optimizer = moe_gpt_and_optimizer(b, torch, 2, distributed)
-        outcome = {"saved": describe(optimizer)}
-        with torch.no_grad(), optimizer_on_cpu(torch):
-            sd = state(model, optimizer, distributed)
-        dist.barrier()
-        dist_checkpointing.save(sd, ckpt)
-        dist.barrier()
-
-        model, optimizer = moe_gpt_and_optimizer(b, torch, load_ep, distributed)
-        outcome["loading"] = describe(optimizer)
-        try:
-            with optimizer_on_cpu(torch):
-                loaded = dist_checkpointing.load(state(model, optimizer, distributed, is_loading=True), ckpt)
-                model.load_state_dict(loaded["model"], strict=True)
-                optimizer.load_state_dict(loaded["optimizer"])
-        except BaseException as exc:  # noqa: BLE001 - Megatron's outcome (DCP's CheckpointException is a BaseException)
-            text = " ".join(str(exc).split())
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            outcome["load"] = (f"{type(exc).__name__}: {text if len(text) < 2000 else text[:1500] + ' ... ' + text[-400:]}"
-                               f" ({os.path.basename(where.filename)}:{where.lineno} in {where.name})")
-            outcome["at_finding_f"] = isinstance(exc, KeyError) and exc.args == ("step",) and where.name == F_SPOT
+        with o.optimizer_on_cpu(torch):
+            outcome = run_case(b, torch, ckpt, load_ep, distributed)
         results.put((rank, outcome))
         dist.barrier()
         dist.destroy_process_group()
@@ -183,8 +137,35 @@ def rank_main(rank, megatron_path, directory, load_ep, distributed, results):
         results.put((rank, {"script_error": traceback.format_exc()}))
 
 
+def run_case(b, torch, ckpt, load_ep, distributed):
+    """Saved at EP 2, loaded at EP `load_ep`: what was built and how the load ended."""
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    model, optimizer = moe_gpt_and_optimizer(b, torch, 2, distributed)
+    outcome = {"saved": describe(optimizer)}
+    with torch.no_grad():
+        sd = state(model, optimizer, distributed)
+    dist.barrier()
+    dist_checkpointing.save(sd, ckpt)
+    dist.barrier()
+
+    model, optimizer = moe_gpt_and_optimizer(b, torch, load_ep, distributed)
+    outcome["loading"] = describe(optimizer)
+    try:
+        loaded = dist_checkpointing.load(state(model, optimizer, distributed, is_loading=True), ckpt)
+        model.load_state_dict(loaded["model"], strict=True)
+        optimizer.load_state_dict(loaded["optimizer"])
+    except BaseException as exc:  # noqa: BLE001 - Megatron's outcome (DCP's CheckpointException is a BaseException)
+        text = " ".join(str(exc).split())
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        outcome["load"] = (f"{type(exc).__name__}: {text if len(text) < 2000 else text[:1500] + ' ... ' + text[-400:]}"
+                           f" ({os.path.basename(where.filename)}:{where.lineno} in {where.name})")
+        outcome["at_finding_f"] = isinstance(exc, KeyError) and exc.args == ("step",) and where.name == F_SPOT
+    return outcome
+
+
 def main():
-    b = finding_b_script()
+    b = script_beside("B-fresh-in-proj-under-gtp.py", "finding_b_script")
     args = b.parse_args(__doc__, "loaded at EP 2 too, where the optimizer state loads", extra=optimizer_flag)
     if args is None:
         return 3

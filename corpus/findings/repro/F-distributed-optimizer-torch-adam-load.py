@@ -68,9 +68,9 @@ def gpt_and_optimizer(b, torch):
     return model, optimizer
 
 
-def state(model, optimizer, sharding, is_loading=False):
+def state(torch, model, optimizer, sharding, is_loading=False):
     from megatron.core import parallel_state
-    with __import__("torch").no_grad():
+    with torch.no_grad():
         model_sd = model.sharded_state_dict()
     # Training's metadata with a distributed optimizer (checkpointing._build_sharded_state_dict_metadata).
     metadata = {"distrib_optim_sharding_type": sharding, "distrib_optim_fully_reshardable_mem_efficient": False,
@@ -97,15 +97,14 @@ def rank_main(rank, megatron_path, directory, sharding, results):
             os.makedirs(ckpt)
         with o.optimizer_on_cpu(torch):
             model, optimizer = gpt_and_optimizer(b, torch)
-            outcome = {"inner": type(optimizer.chained_optimizers[0].optimizer).__name__
-                       if hasattr(optimizer, "chained_optimizers") else type(optimizer.optimizer).__name__}
-            saved = state(model, optimizer, sharding)
+            outcome = {"inner": type(getattr(optimizer, "chained_optimizers", [optimizer])[0].optimizer).__name__}
+            saved = state(torch, model, optimizer, sharding)
             dist.barrier()
             dist_checkpointing.save(saved, ckpt)
             dist.barrier()
             model, optimizer = gpt_and_optimizer(b, torch)
             try:
-                loaded = dist_checkpointing.load(state(model, optimizer, sharding, is_loading=True), ckpt)
+                loaded = dist_checkpointing.load(state(torch, model, optimizer, sharding, is_loading=True), ckpt)
                 model.load_state_dict(loaded["model"], strict=True)
                 optimizer.load_state_dict(loaded["optimizer"])
             except BaseException as exc:  # noqa: BLE001 - Megatron's outcome (DCP's CheckpointException is a BaseException)
