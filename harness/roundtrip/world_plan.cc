@@ -271,11 +271,12 @@ std::vector<std::string> shard_split_world_scenario_names() {
 }
 
 std::vector<std::string> real_world_scenario_names() {
-  return {"real_gpt_hybrid_tp",         "real_gpt_hybrid_swiglu_tied",  "real_gpt_hybrid_pp",
-          "real_gpt_hybrid_moe",        "real_hybrid_hybrid_tp",        "real_gpt_hybrid_training",
-          "real_hybrid_hybrid_gtp",     "real_gpt_hybrid_gtp",          "real_hybrid_hybrid_gdp_tp",
-          "real_gpt_hybrid_optimizer",  "real_hybrid_hybrid_optimizer", "real_gpt_hybrid_training_optimizer",
-          "real_hybrid_hybrid_gdp_gtp", "real_gpt_hybrid_training_moe"};
+  return {"real_gpt_hybrid_tp",          "real_gpt_hybrid_swiglu_tied",  "real_gpt_hybrid_pp",
+          "real_gpt_hybrid_moe",         "real_hybrid_hybrid_tp",        "real_gpt_hybrid_training",
+          "real_hybrid_hybrid_gtp",      "real_gpt_hybrid_gtp",          "real_hybrid_hybrid_gdp_tp",
+          "real_gpt_hybrid_optimizer",   "real_hybrid_hybrid_optimizer", "real_gpt_hybrid_training_optimizer",
+          "real_hybrid_hybrid_gdp_gtp",  "real_gpt_hybrid_training_moe", "real_gpt_hybrid_training_pp",
+          "real_gpt_hybrid_training_gtp"};
 }
 
 std::vector<std::string> real_finding_scenario_names() {
@@ -393,6 +394,19 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     if (optimizer) save = with_fp32_optimizer(save), load = with_fp32_optimizer(load);
     return with_real_models(s, save, load);
   }
+  if (name == "real_gpt_hybrid_training_pp") {
+    s.description =
+        "Megatron's GPTModel at TP x PP=2 with SwiGLU, tied embeddings and LayerNorm saved by save_checkpoint -> "
+        "HybridModel *-M|*-M at TP x PP=2 loaded by load_checkpoint (Megatron's own GPT -> hybrid setup per stage)";
+    if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need PP=2");
+    s.load_path = LoadPath::training;
+    ModelDumpSpec save = real_model(ModelKind::gpt, "", a / 2, 2),
+                  load = real_model(ModelKind::hybrid, "*-M|*-M", b / 2, 2);
+    save.layers = gpt_layers;
+    for (ModelDumpSpec* m : {&save, &load})
+      m->config.gated_mlp = true, m->config.tied_embeddings = true, m->config.layer_norm = true;
+    return with_real_models(s, save, load);
+  }
   if (name == "real_gpt_hybrid_training" || name == "real_gpt_hybrid_training_optimizer") {
     const bool optimizer = name == "real_gpt_hybrid_training_optimizer";
     s.description = optimizer
@@ -432,15 +446,20 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     if (gdp) save.config.ssm_mixer = load.config.ssm_mixer = "gdp";
     return with_real_models(s, save, load);
   }
-  if (name == "real_gpt_hybrid_gtp" || name == "real_gpt_hybrid_gtp_swiglu" || name == "real_gpt_hybrid_gtp_p32") {
+  if (name == "real_gpt_hybrid_gtp" || name == "real_gpt_hybrid_gtp_swiglu" || name == "real_gpt_hybrid_gtp_p32" ||
+      name == "real_gpt_hybrid_training_gtp") {
     const bool swiglu = name == "real_gpt_hybrid_gtp_swiglu", padded = name == "real_gpt_hybrid_gtp_p32";
+    if (name == "real_gpt_hybrid_training_gtp") s.load_path = LoadPath::training;
     s.description =
         "Megatron's GPTModel at TP 1 saved at GTP = save ranks -> HybridModel *-*- loaded at GTP = load ranks "
         "(retargeted by Megatron): every linear GTP-wrapped (no Mamba layer: a fresh in_proj under GTP is "
         "finding B); " +
         std::string(swiglu   ? "p = 16, none padded; SwiGLU, fc1's rows [W; V] taken from the reference (finding S)"
                     : padded ? "p = 32: the 64-row linears padded to 128 rows at GTP 4, planned from the reference"
-                             : "p = 16, none padded");
+                             : "p = 16, none padded") +
+        (s.load_path == LoadPath::training
+             ? "; saved by save_checkpoint, loaded by load_checkpoint (--tensor-parallel-num-weight-shards = G)"
+             : "");
     ModelDumpSpec save = real_model(ModelKind::gpt, "", 1, 1), load = real_model(ModelKind::hybrid, "*-*-", 1, 1);
     save.layers = gpt_layers;
     save.sizes.gtp = a, load.sizes.gtp = b;

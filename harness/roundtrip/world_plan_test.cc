@@ -644,14 +644,19 @@ TEST(WorldPlan, OnlyTheTrainingScenariosLoadThroughMegatronsTrainingEntryPoints)
     const bool training = name.rfind("real_gpt_hybrid_training", 0) == 0;
     EXPECT_EQ(s->load_path, training ? LoadPath::training : LoadPath::dist_checkpointing) << name;
     EXPECT_EQ((*plan)["scenarios"][0]["load_path"], training ? "training" : "dist_checkpointing") << name;
-    if (training) {  // a GPT run's checkpoint into a hybrid run with a TP change (and an EP change with experts)
-      const bool moe = name == "real_gpt_hybrid_training_moe";
+    if (training) {  // a GPT run's checkpoint into a hybrid run with a layout change of its kind
+      const bool moe = name == "real_gpt_hybrid_training_moe", pp = name == "real_gpt_hybrid_training_pp",
+                 gtp = name == "real_gpt_hybrid_training_gtp";
       EXPECT_EQ(s->kind, ScenarioKind::real_gpt_hybrid);
       EXPECT_EQ(s->real_save.model, ModelKind::gpt);
       EXPECT_EQ(s->real_load.model, ModelKind::hybrid);
-      EXPECT_EQ(s->save.tp, moe ? 1 : 4) << name;
+      EXPECT_EQ(s->save.tp, moe || gtp ? 1 : pp ? 2 : 4) << name;
+      EXPECT_EQ(s->save.pp, pp ? 2 : 1) << name;
+      EXPECT_EQ(s->save.gtp, gtp ? 4 : 1) << name;
       EXPECT_EQ(s->real_save.sizes.ep, moe ? 4 : 1) << name;
-      EXPECT_EQ(s->load.tp, 2);
+      EXPECT_EQ(s->load.tp, gtp || pp ? 1 : 2) << name;
+      EXPECT_EQ(s->load.pp, pp ? 2 : 1) << name;
+      EXPECT_EQ(s->load.gtp, gtp ? 2 : 1) << name;
       EXPECT_EQ(s->real_save.optimizer, name == "real_gpt_hybrid_training_optimizer") << name;
     }
   }

@@ -85,15 +85,17 @@ def check():
     return out
 
 
-def argv(req, side, directory):
-    """Megatron's command line of the run that builds `req`: the GPT run that saves to `directory`, or the
-    hybrid run that loads from it."""
+def argv(req, side, directory, world_size):
+    """Megatron's command line of the run of `world_size` ranks that builds `req`: the GPT run that saves to
+    `directory`, or the hybrid run that loads from it."""
     a = ["--tensor-model-parallel-size", req["tp"], "--pipeline-model-parallel-size", req["pp"],
          "--hidden-size", req["hidden"], "--num-attention-heads", req["num_attention_heads"],
          "--group-query-attention", "--num-query-groups", req["num_query_groups"],
          "--kv-channels", req["kv_channels"], "--ffn-hidden-size", req["ffn_hidden"],
          "--normalization", "LayerNorm" if req["norm"] == "layer" else "RMSNorm",
          "--seq-length", 64, "--max-position-embeddings", 64, "--micro-batch-size", 1,
+         # one micro-batch per DP x GTP rank: validate_args requires the global batch to divide by both
+         "--global-batch-size", world_size // (int(req["tp"]) * int(req["pp"])),
          "--vocab-size", req["vocab"], "--use-cpu-initialization", "--ckpt-format", "torch_dist"]
     if req["gated_mlp"]:
         a.append("--swiglu")
@@ -101,8 +103,8 @@ def argv(req, side, directory):
         a.append("--disable-bias-linear")
     if not req["tied_embeddings"]:
         a.append("--untie-embeddings-and-output-weights")
-    if int(req["gtp"]) != 1:
-        raise TrainingPathError("the training path runs GPT -> hybrid models without GTP")
+    if int(req["gtp"]) != 1:  # Megatron's user-facing GTP size: every weight's shards over TP x GTP
+        a += ["--tensor-parallel-num-weight-shards", int(req["tp"]) * int(req["gtp"])]
     if int(req["num_experts"]):  # the factory's MoE layer (SequentialMLP, top-1 router, pre-softmax)
         a += ["--num-experts", req["num_experts"], "--moe-ffn-hidden-size", req["moe_ffn_hidden"],
               "--moe-router-topk", 1, "--moe-router-pre-softmax", "--expert-model-parallel-size", req["ep"],
@@ -144,7 +146,7 @@ def megatron_args(req, side, directory, world_size, rank):
     from megatron.training import arguments, global_vars
     env = {"RANK": str(rank), "WORLD_SIZE": str(world_size), "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     saved_argv, saved_env = sys.argv, {name: os.environ.get(name) for name in env}
-    sys.argv = ["pretrain_" + req["model"]] + argv(req, side, directory)
+    sys.argv = ["pretrain_" + req["model"]] + argv(req, side, directory, world_size)
     os.environ.update(env)
     try:
         args = arguments.parse_args()

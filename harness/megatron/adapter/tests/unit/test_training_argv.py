@@ -17,19 +17,29 @@ def flag(argv, name):
 
 
 def test_a_dense_run_names_no_experts():
-    argv = training_path.argv(REQ, "load", "/ckpt")
+    argv = training_path.argv(REQ, "load", "/ckpt", 4)
     assert "--num-experts" not in argv and "--expert-model-parallel-size" not in argv
     assert flag(argv, "--hybrid-layer-pattern") == "*E*E" and flag(argv, "--load") == "/ckpt"
 
 
 def test_an_moe_run_names_the_factorys_moe_layer_and_its_expert_layout():
-    argv = training_path.argv(dict(REQ, num_experts=4, ep=2, etp=1), "load", "/ckpt")
+    argv = training_path.argv(dict(REQ, num_experts=4, ep=2, etp=1), "load", "/ckpt", 4)
     assert flag(argv, "--num-experts") == "4" and flag(argv, "--moe-ffn-hidden-size") == "32"
     assert flag(argv, "--moe-router-topk") == "1" and "--moe-router-pre-softmax" in argv
     assert flag(argv, "--expert-model-parallel-size") == "2" and flag(argv, "--expert-tensor-parallel-size") == "1"
 
 
-@pytest.mark.parametrize("change, why", [({"gtp": 2}, "without GTP"), ({"ep": 2}, "EP > 1 needs experts")])
-def test_what_the_training_path_does_not_run_is_refused(change, why):
-    with pytest.raises(training_path.TrainingPathError, match=why):
-        training_path.argv(dict(REQ, **change), "load", "/ckpt")
+def test_one_micro_batch_per_data_parallel_rank():
+    assert flag(training_path.argv(REQ, "load", "/ckpt", 4), "--global-batch-size") == "2"
+    assert flag(training_path.argv(dict(REQ, pp=2), "load", "/ckpt", 8), "--global-batch-size") == "2"
+
+
+def test_a_gtp_run_names_megatrons_shard_count_over_tp_times_gtp():
+    assert "--tensor-parallel-num-weight-shards" not in training_path.argv(REQ, "load", "/ckpt", 4)
+    argv = training_path.argv(dict(REQ, gtp=2), "load", "/ckpt", 4)
+    assert flag(argv, "--tensor-parallel-num-weight-shards") == "4"
+
+
+def test_what_the_training_path_does_not_run_is_refused():
+    with pytest.raises(training_path.TrainingPathError, match="EP > 1 needs experts"):
+        training_path.argv(dict(REQ, ep=2), "load", "/ckpt", 4)
