@@ -17,7 +17,7 @@ struct Knobs {
   bool hybrid = false;
   std::int64_t experts = 0, tp = 1, pp = 1, gtp = 1, stage_layers = 1;
   bool ep2 = false, etp_is_tp = false, gated = false, tied = false, layer_norm = false, optimizer = false,
-       virtual_stages = false, bias = false;
+       virtual_stages = false, bias = false, gdp = false;
   OptimizerKind optimizer_kind = OptimizerKind::distributed;
 };
 
@@ -28,6 +28,7 @@ ModelDumpSpec spec_of(const Knobs& k, std::optional<std::int64_t> max_ranks) {
   s.config.num_experts = k.experts;
   s.config.gated_mlp = k.gated, s.config.tied_embeddings = k.tied, s.config.layer_norm = k.layer_norm;
   s.config.add_bias = k.bias;
+  if (k.hybrid && k.gdp) s.config.ssm_mixer = "gdp";  // GatedDeltaProduct mixers at the pattern's M
   s.optimizer = k.optimizer;
   s.sizes.tp = k.tp, s.sizes.pp = k.pp, s.sizes.gtp = k.gtp;
   s.sizes.ep = k.experts > 0 && k.ep2 && k.experts % 2 == 0 ? 2 : 1;
@@ -68,7 +69,8 @@ rc::Gen<ModelDumpCase> genModelDumpCase(const WorldCapacity& capacity) {
       gen::set(&Knobs::optimizer, gen::arbitrary<bool>()),
       gen::set(&Knobs::optimizer_kind,
                genElement<OptimizerKind>({OptimizerKind::distributed, OptimizerKind::float16, OptimizerKind::fp32})),
-      gen::set(&Knobs::virtual_stages, gen::arbitrary<bool>()), gen::set(&Knobs::bias, gen::arbitrary<bool>()));
+      gen::set(&Knobs::virtual_stages, gen::arbitrary<bool>()), gen::set(&Knobs::bias, gen::arbitrary<bool>()),
+      gen::set(&Knobs::gdp, gen::arbitrary<bool>()));
   return gen::mapcat(knobs, [max_ranks = capacity.max_model_ranks](const Knobs& k) {
     const ModelDumpSpec spec = spec_of(k, max_ranks);
     const std::int64_t segments =

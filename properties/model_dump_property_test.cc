@@ -25,6 +25,8 @@ TEST(ModelDumpProperty, DrawsValidConfigurationsAcrossTheSpaceWithinTheWorld) {
     ASSERT_LE(world_size(s.sizes), 8) << c;
     if (s.model == ModelKind::hybrid) seen.insert("hybrid");
     if (s.model == ModelKind::hybrid && s.pattern.find('E') != std::string::npos) seen.insert("hybrid moe");
+    if (s.config.ssm_mixer == "gdp" && s.pattern.find('M') != std::string::npos) seen.insert("gdp mixers");
+    if (s.config.ssm_mixer == "gdp" && s.sizes.gtp > 1) seen.insert("gdp gtp");
     if (s.model == ModelKind::hybrid && std::count(s.pattern.begin(), s.pattern.end(), '|') + 1 > s.sizes.pp)
       seen.insert("virtual stages");
     if (s.model == ModelKind::gpt && s.config.num_experts == 1) seen.insert("gpt one expert");
@@ -44,9 +46,26 @@ TEST(ModelDumpProperty, DrawsValidConfigurationsAcrossTheSpaceWithinTheWorld) {
     if (s.config.add_bias && s.config.gated_mlp) seen.insert("bias gated");
     if (s.config.add_bias && s.config.num_experts > 0) seen.insert("bias moe");
   }
-  for (const char* what : {"hybrid", "hybrid moe", "virtual stages", "gpt one expert", "tp", "pp", "ep", "etp", "gtp",
-                           "tp 4", "distributed", "float16", "fp32", "gtp optimizer", "gated tied layernorm",
-                           "rank > 0", "bias gated", "bias moe"})
+  for (const char* what : {"hybrid",
+                           "hybrid moe",
+                           "gdp mixers",
+                           "gdp gtp",
+                           "virtual stages",
+                           "gpt one expert",
+                           "tp",
+                           "pp",
+                           "ep",
+                           "etp",
+                           "gtp",
+                           "tp 4",
+                           "distributed",
+                           "float16",
+                           "fp32",
+                           "gtp optimizer",
+                           "gated tied layernorm",
+                           "rank > 0",
+                           "bias gated",
+                           "bias moe"})
     EXPECT_TRUE(seen.count(what)) << "never drawn: " << what;
 }
 
