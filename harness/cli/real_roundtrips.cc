@@ -77,7 +77,7 @@ struct RealRoundTrips {
     std::filesystem::remove_all(dir, ec);
     if (!report.ok()) return report.error();
     for (const ScenarioOutcome& s : report->scenarios)
-      out_map[s.name] = {s.outcome, s.elements_verified, s.wrong_elements, s.problems};
+      out_map[s.name] = {s.outcome, s.elements_verified, s.wrong_elements, s.problems, s.refused_in};
     for (const std::string& fault : report->faults)
       for (auto& [name, r] : out_map)
         if (r.outcome != Outcome::passed && r.outcome != Outcome::not_run) r.problems.push_back(fault);

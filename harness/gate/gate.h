@@ -103,13 +103,15 @@ struct RealRoundTripResult {
   Outcome outcome = Outcome::failed;
   std::int64_t elements_verified = 0, wrong_elements = 0;
   std::vector<std::string> problems;  // the named wrong elements and errors, first one first
+  std::string refused_in;             // the Megatron function a refusal raised in (ScenarioOutcome::refused_in)
 };
 /// Runs real scenario `scenario` saved by `save_ranks` and loaded by `load_ranks` with `target`'s
 /// Megatron (or reads it from the batch it already ran); handed in by the command that owns the worlds.
 using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(
     Implementation& target, const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks)>;
 /// Group "real-roundtrips": one check per scenario and direction, named <scenario>_<A>_to_<B>. Wrong
-/// elements are the violation `elements_wrong <scenario>`; a scenario that could not run is NOT RUN.
+/// elements are the violation `elements_wrong <scenario>`, a refusal without them `roundtrip_failed <scenario>
+/// in <the Megatron function it raised in>`; a scenario that could not run is NOT RUN.
 std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
                                          RealRoundTripRunner runner);

@@ -35,8 +35,10 @@ std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenari
               found.push_back({"elements_wrong", scenario,
                                scenario + ": " + std::to_string(result.wrong_elements) + " of " +
                                    std::to_string(result.elements_verified) + " elements wrong" + first});
-            else
-              found.push_back({"roundtrip_failed", scenario, scenario + first});
+            else  // a refusal names where Megatron raised: refused elsewhere, it is another finding
+              found.push_back({"roundtrip_failed",
+                               result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
+                               scenario + first});
             return found;
           }));
     }

@@ -51,6 +51,11 @@ Json segment_json(const Segment& s, std::int64_t key_id) {
   return Json::array({s.begin, s.rows, key_id, s.global_shape, s.global_offset, s.prepend});
 }
 
+/// The catalogue's "oracle": how the scenario's values encode their keys (oracle_encoding.h).
+Json oracle_json(const OracleEncoding& e) {
+  return Json{{"key_shift", e.key_shift}, {"dtype", std::string(to_string(e.dtype))}};
+}
+
 Segment whole_tensor(const ShardedTensor& t) {
   return {0, t.local_shape.empty() ? 1 : t.local_shape[0], t.key, t.global_shape, t.global_offset, t.prepend_axis_num};
 }
@@ -213,6 +218,10 @@ Result<std::string_view> plan_word(LoadOrder order) {
                                                      "serialization_load or Megatron's own to_state_dict");
 }
 
+bool WorldScenario::distributed_optimizer() const {
+  return is_real() && real_save.optimizer && real_save.optimizer_kind == OptimizerKind::distributed;
+}
+
 std::string scenario_dir(const std::string& name) { return "s_" + name; }
 
 Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, std::string_view device) {
@@ -228,7 +237,7 @@ Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scen
                         {"save", s->layout_text(true)},
                         {"load", s->layout_text(false)}});
   }
-  return Json{{"device", device}, {"oracle", Json{{"key_shift", kOracleKeyShift}}}, {"scenarios", list}};
+  return Json{{"device", device}, {"scenarios", list}};
 }
 
 std::string WorldLayout::text() const {
@@ -280,8 +289,12 @@ std::vector<std::string> real_world_scenario_names() {
 }
 
 std::vector<std::string> real_finding_scenario_names() {
-  return {"real_gpt_hybrid_gtp_swiglu", "real_hybrid_hybrid_gtp_tp2", "real_gpt_hybrid_moe_optimizer",
-          "real_gpt_hybrid_gtp_p32", "real_gpt_hybrid_training_moe_optimizer"};
+  return {"real_gpt_hybrid_gtp_swiglu",
+          "real_hybrid_hybrid_gtp_tp2",
+          "real_gpt_hybrid_moe_optimizer",
+          "real_gpt_hybrid_gtp_p32",
+          "real_gpt_hybrid_training_moe_optimizer",
+          "real_gpt_hybrid_distributed_optimizer"};
 }
 
 namespace {
@@ -297,11 +310,12 @@ ModelDumpSpec real_model(ModelKind model, std::string pattern, std::int64_t tp, 
   return m;
 }
 
-/// `m` with Megatron's FP32Optimizer: the optimizer a round trip's float64 parameters can have (the
-/// distributed and Float16 ones take fp32 or bf16 parameters, which cannot hold the oracle's values).
-ModelDumpSpec with_fp32_optimizer(ModelDumpSpec m) {
+/// `m` with Megatron's optimizer of `kind`: the FP32Optimizer (the default) takes a round trip's float64
+/// parameters; the DistributedOptimizer takes fp32 ones, whose oracle values the plan keeps below 2^24
+/// (OracleDtype::float32). The Float16 optimizer's bf16 parameters cannot hold them.
+ModelDumpSpec with_optimizer(ModelDumpSpec m, OptimizerKind kind = OptimizerKind::fp32) {
   m.optimizer = true;
-  m.optimizer_kind = OptimizerKind::fp32;
+  m.optimizer_kind = kind;
   return m;
 }
 
@@ -348,10 +362,21 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     s.description =
         "Megatron's GPTModel with SwiGLU and its FP32Optimizer (Adam's moments) -> HybridModel M*-M*- and its "
         "FP32Optimizer (retargeted by Megatron, moments alike, the Mamba layers' kept fresh), TP change";
-    ModelDumpSpec save = with_fp32_optimizer(real_model(ModelKind::gpt, "", a, 1)),
-                  load = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
+    ModelDumpSpec save = with_optimizer(real_model(ModelKind::gpt, "", a, 1)),
+                  load = with_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
     save.layers = gpt_layers;
     save.config.gated_mlp = load.config.gated_mlp = true;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_distributed_optimizer") {
+    s.description =
+        "Megatron's GPTModel and its DistributedOptimizer (fp32, the gradient buffer in several buckets with end "
+        "padding) saved in the model-space format fully_reshardable -> HybridModel M*-M*- and its "
+        "DistributedOptimizer (retargeted by Megatron, the Mamba layers' kept fresh), TP change; what Megatron "
+        "loaded is verified, then the optimizer takes it (load_state_dict)";
+    ModelDumpSpec save = with_optimizer(real_model(ModelKind::gpt, "", a, 1), OptimizerKind::distributed),
+                  load = with_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1), OptimizerKind::distributed);
+    save.layers = gpt_layers;
     return with_real_models(s, save, load);
   }
   if (name == "real_hybrid_hybrid_optimizer") {
@@ -359,8 +384,8 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     s.description =
         "Megatron's HybridModel M*-M*- and its FP32Optimizer saved and loaded across a TP change (the Mamba "
         "in_proj's split moments included)";
-    const ModelDumpSpec save = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", a, 1)),
-                        load = with_fp32_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
+    const ModelDumpSpec save = with_optimizer(real_model(ModelKind::hybrid, "M*-M*-", a, 1)),
+                        load = with_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1));
     return with_real_models(s, save, load);
   }
   if (name == "real_gpt_hybrid_pp") {
@@ -391,7 +416,7 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     save.sizes.ep = save_ep, load.sizes.ep = load_ep;
     for (ModelDumpSpec* m : {&save, &load})  // Megatron: "Bias in Moe is only supported when ETP==1"
       m->config.num_experts = 4, m->config.add_bias = false;
-    if (optimizer) save = with_fp32_optimizer(save), load = with_fp32_optimizer(load);
+    if (optimizer) save = with_optimizer(save), load = with_optimizer(load);
     return with_real_models(s, save, load);
   }
   if (name == "real_gpt_hybrid_training_pp") {
@@ -417,7 +442,7 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
                           "load_checkpoint (Megatron's own GPT -> hybrid setup and retarget), TP change";
     s.load_path = LoadPath::training;
     ModelDumpSpec save = real_model(ModelKind::gpt, "", a, 1), load = real_model(ModelKind::hybrid, "*-M*-M", b, 1);
-    if (optimizer) save = with_fp32_optimizer(save), load = with_fp32_optimizer(load);
+    if (optimizer) save = with_optimizer(save), load = with_optimizer(load);
     save.layers = gpt_layers;
     return with_real_models(s, save, load);
   }
@@ -832,8 +857,13 @@ Result<WorldPlanStats> write_gdp_gtp_scenario(const WorldScenario& s, const std:
     expected_writers.push_back(Json::array({chunk.first, chunk.second, ranks[0]}));
   }
   stats.expected_writers = static_cast<std::int64_t>(expected_writers.size());
-  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"keys", catalogue_keys},
+  std::int64_t max_numel = 0;
+  for (const auto& [k, shape] : shapes) max_numel = std::max(max_numel, numel(shape));
+  IH_TRY_ASSIGN(encoding, oracle_encoding(OracleDtype::float64, max_numel, stats.gpt_keys));
+  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"oracle", oracle_json(encoding)},
+                                                        {"keys", catalogue_keys},
                                                         {"fresh_keys", Json::array()},
+                                                        {"aliases", Json::array()},
                                                         {"writers", expected_writers},
                                                         {"saved_plain", Json::object()},
                                                         {"uncovered_elements", stats.uncovered_elements}}));
@@ -1074,17 +1104,27 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
     }
     save_entries.push_back(std::move(entries));
   }
+  // The key whose values an entry holds: a distributed optimizer's `param` state is the parameter itself.
+  const std::string param_state = "optimizer.state.param.";
+  const auto source_key = [&](const std::string& key) {
+    return s.distributed_optimizer() && key.starts_with(param_state) ? key.substr(param_state.size()) : key;
+  };
   std::map<std::string, std::int64_t> key_id;
-  Json catalogue_keys = Json::array();
+  Json catalogue_keys = Json::array(), aliases = Json::array();
+  std::int64_t max_numel = 0;
   for (const auto& [key, shape] : gpt_shapes) {
-    if (numel(shape) >= (std::int64_t{1} << kOracleKeyShift))
-      return make_error(seam_kind::unsupported, "scenario '" + s.name + "': key " + key + " has " +
-                                                    std::to_string(numel(shape)) +
-                                                    " elements, more than the oracle's "
-                                                    "index bits (2^" +
-                                                    std::to_string(kOracleKeyShift) + ") can name");
+    max_numel = std::max(max_numel, numel(shape));
+    if (source_key(key) != key) continue;
     key_id[key] = static_cast<std::int64_t>(key_id.size()) + 1;
     catalogue_keys.push_back(Json{{"id", key_id[key]}, {"key", key}, {"global_shape", shape}});
+  }
+  for (const auto& [key, shape] : gpt_shapes) {
+    if (source_key(key) == key) continue;
+    const auto source = key_id.find(source_key(key));
+    if (source == key_id.end() || gpt_shapes[source_key(key)] != shape)
+      return make_error(seam_kind::harness_error, "scenario '" + s.name + "': the distributed optimizer's " + key +
+                                                      " has no parameter of its shape in the save world");
+    aliases.push_back(Json{{"key", key}, {"id", source->second}});
   }
   WorldPlanStats stats;
   stats.gpt_keys = static_cast<std::int64_t>(gpt_shapes.size());
@@ -1096,7 +1136,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   std::map<std::pair<std::string, Shape>, std::vector<std::int64_t>> writers;
   std::map<std::pair<std::string, Shape>, std::set<std::int64_t>> holders;
   const auto id_of = [&](const std::string& key) -> Result<std::int64_t> {
-    auto it = key_id.find(key);
+    auto it = key_id.find(source_key(key));
     if (it == key_id.end())
       return make_error(seam_kind::harness_error, "key '" + key + "' is not in the GPT catalogue");
     return it->second;
@@ -1176,8 +1216,10 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   // Load world: the hybrid entries, the reference retarget, and per path what it must hold.
   std::map<std::string, std::int64_t> fresh_id;
   Json fresh_keys = Json::array();
-  std::map<std::string, std::vector<char>> covered;  // GPT key -> which global elements some rank reads
-  for (const auto& [key, shape] : gpt_shapes) covered[key].assign(static_cast<std::size_t>(numel(shape)), 0);
+  // GPT key -> which global elements some rank reads (an alias's are its source key's).
+  std::map<std::string, std::vector<char>> covered;
+  for (const auto& [key, shape] : gpt_shapes)
+    if (source_key(key) == key) covered[key].assign(static_cast<std::size_t>(numel(shape)), 0);
   for (std::int64_t r = 0; r < s.load.ranks(); ++r) {
     IH_TRY_ASSIGN(entries, rank_entries(false, r));
     IH_TRY_ASSIGN(retargeted_tree, unflatten(entries));
@@ -1199,10 +1241,12 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
       const auto fresh_segments = [&](const std::vector<Segment>& segs) {
         Json list = Json::array();
         for (const Segment& seg : segs) {
-          auto [it, added] = fresh_id.emplace(seg.key, kOracleFreshIdBase + static_cast<std::int64_t>(fresh_id.size()));
-          if (added)
-            fresh_keys.push_back(Json{{"id", it->second}, {"key", seg.key}, {"global_shape", seg.global_shape}});
+          // Fresh ids follow the GPT keys' (a value says which by the catalogue's lists).
+          const std::string key = source_key(seg.key);
+          auto [it, added] = fresh_id.emplace(key, stats.gpt_keys + 1 + static_cast<std::int64_t>(fresh_id.size()));
+          if (added) fresh_keys.push_back(Json{{"id", it->second}, {"key", key}, {"global_shape", seg.global_shape}});
           list.push_back(segment_json(seg, it->second));
+          max_numel = std::max(max_numel, numel(seg.global_shape));
         }
         return list;
       };
@@ -1311,8 +1355,12 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   Json saved_plain = Json::object();
   for (const FlatEntry& e : save_entries[0])
     if (const auto* p = std::get_if<PlainValue>(&e.entry)) saved_plain[e.path] = p->repr;
-  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"keys", catalogue_keys},
+  IH_TRY_ASSIGN(encoding, oracle_encoding(s.distributed_optimizer() ? OracleDtype::float32 : OracleDtype::float64,
+                                          max_numel, stats.gpt_keys + static_cast<std::int64_t>(fresh_id.size())));
+  IH_TRY_STATUS(write_json(dir / "catalogue.json", Json{{"oracle", oracle_json(encoding)},
+                                                        {"keys", catalogue_keys},
                                                         {"fresh_keys", fresh_keys},
+                                                        {"aliases", aliases},
                                                         {"writers", expected_writers},
                                                         {"saved_plain", saved_plain},
                                                         {"uncovered_elements", stats.uncovered_elements}}));

@@ -92,6 +92,10 @@ struct WorldScenario {
   ModelDumpSpec real_save, real_load;
   LoadPath load_path = LoadPath::dist_checkpointing;  // kinds real_* (the others call dist_checkpointing)
   bool is_real() const { return kind == ScenarioKind::real_gpt_hybrid || kind == ScenarioKind::real_hybrid_hybrid; }
+  /// Whether the real models keep Megatron's DistributedOptimizer. It takes fp32 parameters only (the oracle's
+  /// values are then float32, OracleDtype::float32), and an fp32 parameter is its own main copy: the optimizer's
+  /// `optimizer.state.param.<key>` entry holds the model's `<key>` itself, so the plan gives both one key id.
+  bool distributed_optimizer() const;
   /// The save (or load) world's layout in words (TP/PP/EP/DP, or TP/GTP/p for gdp_gtp).
   std::string layout_text(bool save_side) const;
 };
@@ -151,14 +155,16 @@ struct WorldPlanStats {
 /// The folder of a scenario under the work folder: "s_<name>".
 std::string scenario_dir(const std::string& name);
 
-/// The run's plan.json for the workers: the device, the oracle's encoding ({"key_shift": kOracleKeyShift},
-/// the one definition, oracle_encoding.h) and one object per scenario (name, kind, dir, pattern,
-/// load_order, load_path, save and load layouts in words).
+/// The run's plan.json for the workers: the device and one object per scenario (name, kind, dir, pattern,
+/// load_order, load_path, save and load layouts in words). Each scenario's oracle encoding is in its
+/// catalogue.json (write_world_scenario).
 Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, std::string_view device);
 
 /// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in
 /// the flat entry JSON plus fill/prefill segments and object strings), oracle_rank_<r>.json (the
-/// verifier's expectation per loaded path), catalogue.json (key ids, shapes, expected writers).
+/// verifier's expectation per loaded path), catalogue.json (the oracle's encoding, oracle_encoding.h: its
+/// key shift and dtype; key ids, shapes, fresh keys and a distributed optimizer's `param` aliases, expected
+/// writers).
 /// Real scenarios need `real_entries` (else harness_error): the entries Megatron's models give, whose
 /// paths the workers fill and dump, and the reference retarget of the real hybrid entries as the oracle.
 Result<WorldPlanStats> write_world_scenario(const WorldScenario& scenario, const std::filesystem::path& dir,

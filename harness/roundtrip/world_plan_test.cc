@@ -173,7 +173,12 @@ TEST(WorldPlan, LoadRankHoldsItsTpSliceOfTheRightGptLayer) {
   const Json mixer = oracle_tensor(dir.path, 1, "model.decoder.layers.0.mixer.in_proj.weight");
   ASSERT_TRUE(mixer.contains("segments"));
   EXPECT_TRUE(mixer["fresh"].get<bool>());
-  EXPECT_GE(mixer["segments"][0][2].get<std::int64_t>(), kOracleFreshIdBase);
+  const std::int64_t fresh_id = mixer["segments"][0][2].get<std::int64_t>();
+  bool gpt = false, fresh = false;
+  const Json catalogue = read_json(dir.path / "catalogue.json");
+  for (const Json& k : catalogue["keys"]) gpt |= k["id"] == fresh_id;
+  for (const Json& k : catalogue["fresh_keys"]) fresh |= k["id"] == fresh_id;
+  EXPECT_TRUE(fresh && !gpt) << fresh_id;
 }
 
 // TP 2 -> 1 x PP 2: load rank 1 is pipeline stage 1 and holds the second half of the layers whole.
@@ -252,8 +257,7 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   auto plan = world_plan_json({&*tp, &*local}, "cpu");
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ((*plan)["device"], "cpu");
-  EXPECT_EQ((*plan)["oracle"], (Json{{"key_shift", kOracleKeyShift}}));
-  EXPECT_EQ(kOracleKeyShift, 24);  // float64 parameters of real models hold every value exactly
+  EXPECT_FALSE(plan->contains("oracle"));  // each scenario's catalogue.json names its own
   const Json& list = (*plan)["scenarios"];
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0]["name"], "gpt_hybrid_tp");
@@ -423,6 +427,59 @@ TEST(WorldPlan, RealOptimizerMomentsAreFilledAndRetargetedLikeTheirWeights) {
   }
   EXPECT_GT(loaded_moments, 0);
   EXPECT_GT(fresh_moments, 0);  // M*-M*-: the Mamba layers' moments
+}
+
+TEST(WorldPlan, RealDistributedOptimizerIsPlannedInFloat32WithItsParamStateOnItsParameter) {
+  auto s = make_world_scenario("real_gpt_hybrid_distributed_optimizer", 4, 2);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->distributed_optimizer());
+  TempDir dir;
+  auto stats = write_world_scenario(*s, dir.path, DescribedByReference{});
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->uncovered_elements, 0);
+  const Json catalogue = read_json(dir.path / "catalogue.json");
+  std::int64_t max_id = 0, max_numel = 0;
+  std::map<std::string, std::int64_t> id_of;
+  for (const char* list : {"keys", "fresh_keys"})
+    for (const Json& k : catalogue[list]) {
+      max_id = std::max(max_id, k["id"].get<std::int64_t>());
+      id_of[k["key"].get<std::string>()] = k["id"].get<std::int64_t>();
+      std::int64_t n = 1;
+      for (const Json& d : k["global_shape"]) n *= d.get<std::int64_t>();
+      max_numel = std::max(max_numel, n);
+    }
+  // The largest key is the GPT's linear_qkv, both layers on one axis, 2 x 192 x 64 = 24,576 elements: 15 index
+  // bits, so each value (id << 15 | index) stays exact in an fp32 parameter.
+  EXPECT_EQ(max_numel, 2 * 192 * 64);
+  EXPECT_EQ(catalogue["oracle"], (Json{{"key_shift", 15}, {"dtype", "float32"}}));
+  EXPECT_LE((max_id + 1) << 15, std::int64_t{1} << 24);
+  // optimizer.state.param.<key> is the fp32 parameter <key> itself: it holds <key>'s values.
+  ASSERT_FALSE(catalogue["aliases"].empty());
+  for (const Json& a : catalogue["aliases"]) {
+    const std::string alias = a["key"];
+    ASSERT_EQ(alias.rfind("optimizer.state.param.", 0), 0u) << alias;
+    EXPECT_EQ(a["id"], id_of.at(alias.substr(std::string("optimizer.state.param.").size()))) << alias;
+    EXPECT_FALSE(id_of.count(alias)) << alias;
+  }
+  // A float64 scenario keeps the float64 encoding.
+  auto fp64 = make_world_scenario("real_gpt_hybrid_optimizer", 2, 1);
+  ASSERT_TRUE(fp64.ok());
+  TempDir dir64;
+  ASSERT_TRUE(write_world_scenario(*fp64, dir64.path, DescribedByReference{}).ok());
+  EXPECT_EQ(read_json(dir64.path / "catalogue.json")["oracle"], (Json{{"key_shift", 24}, {"dtype", "float64"}}));
+  EXPECT_TRUE(read_json(dir64.path / "catalogue.json")["aliases"].empty());
+}
+
+TEST(OracleEncoding, Float32TakesTheFewestIndexBitsAndRefusesWhatItCannotHoldExactly) {
+  auto e = oracle_encoding(OracleDtype::float32, 16384, 1023);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->key_shift, 14);
+  EXPECT_EQ(oracle_encoding(OracleDtype::float32, 16385, 10)->key_shift, 15);
+  const auto refused = oracle_encoding(OracleDtype::float32, 16384, 1024);  // 1025 << 14 > 2^24
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind, seam_kind::unsupported);
+  EXPECT_EQ(oracle_encoding(OracleDtype::float64, 16384, 1 << 20)->key_shift, kOracleKeyShift);
+  EXPECT_FALSE(oracle_encoding(OracleDtype::float64, std::int64_t{1} << 25, 3).ok());
 }
 
 TEST(WorldPlan, RealGtpInProjIsFilledAndCheckedOnTheParametersShard) {

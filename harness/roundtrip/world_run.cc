@@ -178,7 +178,8 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
               // named as hung instead of its peer failing in a collective (seen under load).
               std::to_string(std::max<std::int64_t>(10, o.world_timeout_s * 2))});
   if (o.megatron_path) cmd.insert(cmd.end(), {"--megatron-path", *o.megatron_path});
-  if (o.mutant && phase == "load") cmd.insert(cmd.end(), {"--mutant", *o.mutant});
+  // Both worlds: the worker plants a mutant in the world of its phase (most bugs are the loading run's).
+  if (o.mutant) cmd.insert(cmd.end(), {"--mutant", *o.mutant});
   if (o.fault && o.fault->kind != WorldFault::Kind::truncate) cmd.insert(cmd.end(), {"--fault", o.fault->text()});
   if (o.no_cpu_patches) cmd.push_back("--no-cpu-patches");
   std::error_code ec;
@@ -229,20 +230,30 @@ double max_seconds(const std::vector<RankState>& ranks, const std::string& name,
   return m;
 }
 
+/// What a worker recorded when a scenario failed on it.
+struct WorkerError {
+  std::string text;      // "<kind>: rank <r>, stage '<stage>': <message> (at <Megatron frame>)"
+  std::string kind;      // the worker's error kind (megatron_error, harness_error, cannot_run, ...)
+  std::string function;  // the function of the deepest Megatron frame it raised in, or empty
+};
+
 /// The first error a rank recorded for this scenario (or for its start), with the rank.
-std::optional<std::string> first_error(const std::vector<RankState>& ranks, const std::string& name,
-                                       std::string* kind) {
+std::optional<WorkerError> first_error(const std::vector<RankState>& ranks, const std::string& name) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const Json* s = scenario_result(ranks[r], name);
     const Json* e = s && s->contains("error") ? &(*s)["error"] : nullptr;
     if (!e && ranks[r].has_result && ranks[r].result.contains("error")) e = &ranks[r].result["error"];
     if (!e) continue;
-    if (kind) *kind = e->value("kind", std::string("error"));
-    std::string text = e->value("kind", std::string("error")) + ": rank " + std::to_string(r) + ", stage '" +
-                       e->value("stage", std::string("?")) + "': " + e->value("message", std::string());
-    if (e->contains("megatron_frame") && (*e)["megatron_frame"].is_string())
-      text += " (at " + (*e)["megatron_frame"].get<std::string>() + ")";
-    return text;
+    WorkerError out;
+    out.kind = e->value("kind", std::string("error"));
+    out.text = out.kind + ": rank " + std::to_string(r) + ", stage '" + e->value("stage", std::string("?")) +
+               "': " + e->value("message", std::string());
+    if (e->contains("megatron_frame") && (*e)["megatron_frame"].is_string()) {
+      const std::string frame = (*e)["megatron_frame"].get<std::string>();  // "<file>:<line> in <function>"
+      out.text += " (at " + frame + ")";
+      if (const auto at = frame.rfind(" in "); at != std::string::npos) out.function = frame.substr(at + 4);
+    }
+    return out;
   }
   return std::nullopt;
 }
@@ -253,6 +264,14 @@ Outcome outcome_of_worker_error(const std::string& kind) {
   if (kind == "cannot_run") return Outcome::not_run;
   if (kind == "harness_error") return Outcome::harness_error;
   return Outcome::failed;
+}
+
+/// The failure a worker error gives its scenario: the problem line, the outcome and, for Megatron's own error,
+/// the function it raised in.
+void record_worker_error(ScenarioOutcome& r, const std::string& what, const WorkerError& err) {
+  r.problems.push_back(what + " failed: " + err.text);
+  r.outcome = outcome_of_worker_error(err.kind);
+  if (err.kind == "megatron_error") r.refused_in = err.function;
 }
 
 /// Throughput of one phase: mean over ranks of bytes/second, and of memcpy_seconds / seconds.
@@ -532,11 +551,8 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
           r.problems.push_back("save rank " + std::to_string(k) + " died without a result (killed?) at " +
                                describe_rank(k, st) + "; world exit " + std::to_string(save.exit_code));
       }
-      std::string kind;
-      auto err = first_error(save.ranks, s.name, &kind);
-      if (err) {
-        r.problems.push_back("save failed: " + *err);
-        r.outcome = outcome_of_worker_error(kind);
+      if (auto err = first_error(save.ranks, s.name)) {
+        record_worker_error(r, "save", *err);
       } else if (save.timed_out) {
         r.problems.push_back(timeout_text("save", save, o));
         r.outcome = Outcome::timeout;
@@ -608,10 +624,13 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       ScenarioOutcome& r = out[name];
       r.load_seconds = max_seconds(load.ranks, name);
       r.details["scenario_seconds_load"] = max_seconds(load.ranks, name, "scenario_seconds");
-      bool loaded = true;
+      // loaded: every rank finished the scenario; dumped: every rank wrote what Megatron loaded (a rank whose
+      // optimizer then refused it, a DistributedOptimizer's load_state_dict, still has it verified).
+      bool loaded = true, dumped = true;
       for (std::int64_t k = 0; k < load_ranks; ++k) {
         const Json* lr = scenario_result(load.ranks[static_cast<std::size_t>(k)], name);
         if (!lr || !lr->value("ok", false)) loaded = false;
+        if (!lr || !lr->value("dumped", false)) dumped = false;
       }
       r.details["memory_save"] = memory(save.ranks, name);
       r.details["memory_load"] = memory(load.ranks, name);
@@ -622,18 +641,18 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
       if (o.device != "cpu")
         r.peak_bytes_per_rank = std::max(r.details["memory_save"].value("cuda_max_reserved", std::int64_t{0}),
                                          r.details["memory_load"].value("cuda_max_reserved", std::int64_t{0}));
+      bool refused_after_dump = false;
       if (!loaded) {
-        std::string kind;
-        if (auto err = first_error(load.ranks, name, &kind)) {
-          r.problems.push_back("load failed: " + *err);
-          r.outcome = outcome_of_worker_error(kind);
+        if (auto err = first_error(load.ranks, name)) {
+          record_worker_error(r, "load", *err);
+          refused_after_dump = dumped && r.outcome == Outcome::failed;
         } else {
           r.problems.push_back(load.timed_out ? "load world timed out"
                                               : "load world ended (exit " + std::to_string(load.exit_code) +
                                                     ") before every rank loaded this scenario");
           if (load.timed_out) r.outcome = Outcome::timeout;
         }
-        continue;  // nothing half-loaded is verified
+        if (!refused_after_dump) continue;  // nothing half-loaded is verified
       }
       // 5. Every element, in C++ with LibTorch.
       const fs::path dir = o.work / scenario_dir(name);
@@ -661,7 +680,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
         r.problems.push_back("the verifier failed (exit " + std::to_string(v->exit_code) + "): " + v->stderr_tail);
       if (cannot_verify || verifier_broke)
         r.outcome = Outcome::harness_error;
-      else if (vr.value("ok", false) && v->exit_code == 0 && r.elements_verified > 0)
+      else if (vr.value("ok", false) && v->exit_code == 0 && r.elements_verified > 0 && !refused_after_dump)
         r.outcome = Outcome::passed;
     }
   }

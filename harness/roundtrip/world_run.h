@@ -62,6 +62,9 @@ struct ScenarioOutcome {
   double save_seconds = 0, load_seconds = 0;
   nlohmann::ordered_json details = nlohmann::ordered_json::object();  // verifier, memory, throughput
   std::vector<std::string> problems;                                  // named wrong elements, errors
+  /// Where Megatron refused the scenario (a save or load that raised in Megatron's own code): the function of
+  /// its deepest Megatron frame; empty otherwise.
+  std::string refused_in;
 };
 
 struct WorldRunReport {

@@ -10,8 +10,8 @@ MASTER_PORT (chosen by the harness), initializes torch.distributed (gloo on CPU,
 
   save: builds its GPT entries (megatron_adapter.codec: real ShardedTensor / ShardedObject /
         ShardedTensorFactory objects), fills every tensor from the fill segments the C++ plan
-        gives (value = key_id << key_shift | global linear index, int64; key_shift is the plan's
-        "oracle": {"key_shift": N}, the oracle's encoding as the C++ side defines it), and calls
+        gives (value = key_id << key_shift | global linear index, int64; key_shift is the scenario's
+        catalogue.json "oracle": {"key_shift": N}, the oracle's encoding as the C++ side chose it), and calls
         megatron.core.dist_checkpointing.save. Rank 0 then lists the checkpoint's writers from
         the DCP metadata (which file wrote which chunk).
   load: builds its hybrid entries (loaded entries hold the sentinel -1, fresh ones their
@@ -102,16 +102,26 @@ class PlanError(Exception):
     """plan.json lacks what this file needs: a harness error (the C++ plan and this reader disagree)."""
 
 
-def oracle_key_shift(plan):
-    """The oracle's key shift (value = key_id << key_shift | linear global index) from the plan's
-    "oracle": {"key_shift": N}. The C++ side (harness/roundtrip/) defines the encoding once and
-    hands it over here; there is no copy of it in Python."""
-    oracle = plan.get("oracle") if isinstance(plan, dict) else None
-    shift = oracle.get("key_shift") if isinstance(oracle, dict) else None
-    if not isinstance(shift, int) or isinstance(shift, bool) or not 1 <= shift <= 62:
-        raise PlanError('plan.json needs "oracle": {"key_shift": N} with N an integer in 1..62 (the oracle\'s '
-                        f'key encoding, written by the C++ plan); got "oracle": {json.dumps(oracle)}')
-    return shift
+class Oracle:
+    """A scenario's oracle encoding, from its catalogue.json "oracle": {"key_shift": N, "dtype": D} (the C++
+    plan's choice, harness/roundtrip/oracle_encoding.h; there is no copy of it in Python): element g of the key
+    with id k holds (k << N) | its linear global index, exact in parameters of dtype D (float64, or float32
+    where the scenario keeps Megatron's DistributedOptimizer)."""
+
+    DTYPES = ("float64", "float32")
+
+    def __init__(self, catalogue):
+        oracle = catalogue.get("oracle") if isinstance(catalogue, dict) else None
+        shift = oracle.get("key_shift") if isinstance(oracle, dict) else None
+        dtype = oracle.get("dtype") if isinstance(oracle, dict) else None
+        if not isinstance(shift, int) or isinstance(shift, bool) or not 1 <= shift <= 62 or dtype not in self.DTYPES:
+            raise PlanError('catalogue.json needs "oracle": {"key_shift": N, "dtype": "float64" | "float32"} with N an '
+                            "integer in 1..62 (the oracle's key encoding, written by the C++ plan); got "
+                            f'"oracle": {json.dumps(oracle)}')
+        self.key_shift, self.dtype = shift, dtype
+
+    def values(self, torch, shape, segments, device="cpu"):
+        return fill(torch, list(shape), segments, device, self.key_shift)
 
 
 def fill(torch, shape, segments, device, key_shift):
@@ -184,7 +194,6 @@ class World:
         self.result = {"rank": self.rank, "world_size": self.size, "phase": self.phase, "pid": os.getpid(),
                        "scenarios": []}
         self.device = self.plan.get("device", "cpu")
-        self.key_shift = oracle_key_shift(self.plan)
 
     def flush(self):
         write_atomic(self.result_path, self.result)
@@ -242,7 +251,8 @@ def run(args):
         res["cpu_patches"] = [] if args.no_cpu_patches else rt.apply_cpu_patches(torch, M)
     from megatron.core.dist_checkpointing.strategies import filesystem_async
     res["speed_patches"] = rt.apply_speed_patches(filesystem_async)
-    if args.mutant and world.phase == "load":
+    from megatron_adapter import mutants
+    if args.mutant and world.phase == mutants.phase_of(args.mutant):
         rt.apply_mutant(args.mutant, M)
         res["mutant"] = args.mutant
     codec = Codec(M)
@@ -290,7 +300,7 @@ def run(args):
                 if in_megatron and any(w in text.lower() for w in rt.CUDA_WORDS) and device == "cpu":
                     kind = "cannot_run"
             entry["error"] = {"kind": kind, "stage": stage, "message": text[:2000],
-                              "megatron_frame": rt.megatron_frame(exc.__traceback__)}
+                              "megatron_frame": rt.megatron_frame(exc.__traceback__, str(exc))}
             world.flush()
             return 1  # the other ranks may wait in a collective: mpirun ends the world
         world.flush()
@@ -413,20 +423,25 @@ def megatron_state_tree(M, chunks, optimizer, req, stage, is_loading=False):
         raise staged(exc, stage, harness_kind(exc) or ("harness_error" if own else "megatron_error"))
 
 
-def real_state(world, M, rank_plan, values, side):
+def real_state(world, M, rank_plan, values, side, oracle):
     """This rank's real model (Megatron's GPTModel or HybridModel) with the plan's values in its
     parameters, and its optimizer (or None) with them in its states: (chunks, optimizer, sharded state dict
     tree). A plan that does not fit the model is a harness error."""
     from megatron_adapter.real_models import roundtrip_models as rm
+    torch, req = M.torch, rank_plan["model"]
     try:
-        if rank_plan["model"]["gtp"] > 1:  # Megatron's GTP checkpoint code runs only with these (as model dump's)
+        if req["gtp"] > 1:  # Megatron's GTP checkpoint code runs only with these (as model dump's)
             from megatron_adapter import megatron_patches
             world.result["gtp_patches"] = megatron_patches.apply()
-        chunks, optimizer = rm.build(M, rank_plan["model"])
+        chunks, optimizer = rm.build(M, req, getattr(torch, oracle.dtype))
     except BaseException as exc:  # Megatron's model on a valid layout: the factory or shims fall short
         raise staged(exc, f"{side}: build Megatron's real model", "harness_error")
-    tree = megatron_state_tree(M, chunks, optimizer, rank_plan["model"], f"{side}: Megatron's sharded_state_dict "
+    if rm.is_distributed(req):
+        world.result.setdefault("buckets", {})[world.status.scenario] = rm.bucket_layout(optimizer)
+    tree = megatron_state_tree(M, chunks, optimizer, req, f"{side}: Megatron's sharded_state_dict "
                                "of the real model", is_loading=side == "load")
+    oracle_values = lambda shape, segments: oracle.values(torch, shape, segments)  # noqa: E731
+    distributed_save = side == "save" and rm.is_distributed(req)
     try:
         gtp_params = rank_plan.get("gtp_params")
         if not isinstance(gtp_params, dict):
@@ -434,12 +449,15 @@ def real_state(world, M, rank_plan, values, side):
         reference_rows = rank_plan.get("reference_rows")
         if not isinstance(reference_rows, list):
             raise PlanError(f'the {side} rank plan needs "reference_rows" (a list), got {reference_rows!r}')
-        rm.fill_model(M, chunks, tree, values, gtp_params, set(reference_rows), fill, world.key_shift, SENTINEL)
+        rm.fill_model(M, chunks, tree, values, gtp_params, set(reference_rows), oracle_values, SENTINEL)
+        if distributed_save:  # the tree's optimizer tensors are gathered copies: the states themselves take them
+            rm.fill_distributed_states(M, optimizer, tree, values, oracle_values)
     except (rm.RealModelPlanError, PlanError) as exc:
         raise staged(exc, f"{side}: fill the real model from the plan", "harness_error")
-    if gtp_params:  # the GTP in_proj's entry gathered the parameter before the fill: gather again
-        tree = megatron_state_tree(M, chunks, optimizer, rank_plan["model"],
-                                   f"{side}: the filled model's sharded state dict (GTP all-gather)")
+    if gtp_params or distributed_save:  # the tree copied the filled tensors before the fill: build it again
+        tree = megatron_state_tree(M, chunks, optimizer, req,
+                                   f"{side}: the filled model's sharded state dict (GTP all-gather, or the "
+                                   "DistributedOptimizer's gather of its states)")
     try:
         real_objects(M, tree, rank_plan["objects"])
     except (rm.RealModelPlanError, PlanError) as exc:
@@ -488,8 +506,9 @@ def harness_kind(exc):
 def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_checkpointing, device):
     stage = set_stage(world, "save: build state")
     rank_plan = read_json(os.path.join(sdir, f"save_rank_{world.rank}.json"))
+    oracle = Oracle(read_json(os.path.join(sdir, "catalogue.json")))
     if rank_plan.get("kind") in REAL_KINDS:
-        chunks, optimizer, tree = real_state(world, M, rank_plan, rank_plan["fill"], "save")
+        chunks, optimizer, tree = real_state(world, M, rank_plan, rank_plan["fill"], "save", oracle)
         if training_path_of(scenario):
             ckpt = os.path.join(sdir, "checkpoint")
             training_args(world, rank_plan, "save", ckpt)
@@ -501,8 +520,7 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         return save_sd(world, sdir, entry, tree, torch, dist, dist_checkpointing, device)
     if rank_plan.get("kind") == "gdp_gtp":
         fill_segments = rank_plan["fill"]["decoder.layers.0.mixer.in_proj.weight"]
-        sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: fill(torch, list(shape), fill_segments, "cpu",
-                                                                      world.key_shift))
+        sd, _, _ = gtp_state(world, M, torch, rank_plan, lambda shape: oracle.values(torch, shape, fill_segments))
         if scenario.get("load_order") == "to_state_dict":
             save_local(world, sdir, sd, torch)
         return save_sd(world, sdir, entry, sd, torch, dist, dist_checkpointing, device)
@@ -512,11 +530,11 @@ def save_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         kind = e["kind"]
         if kind == "tensor":
             st = codec.tensor(dict(e, dtype="int64"), where)
-            st.data = fill(torch, e["local_shape"], rank_plan["fill"][path], device, world.key_shift)
+            st.data = oracle.values(torch, e["local_shape"], rank_plan["fill"][path], device)
             sd[path] = st
         elif kind == "factory":
             f = codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where)
-            f.data = fill(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device, world.key_shift)
+            f.data = oracle.values(torch, e["tensor"]["local_shape"], rank_plan["fill"][path], device)
             sd[path] = f
         else:
             sd[path] = untensored_leaf(M, codec, e, path, where, rank_plan)
@@ -668,11 +686,12 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
     stage = set_stage(world, "load: build state")
     rank_plan = read_json(os.path.join(sdir, f"load_rank_{world.rank}.json"))
     catalogue = read_json(os.path.join(sdir, "catalogue.json"))
+    oracle = Oracle(catalogue)
     sd = {}
     chunks = None
     training = training_path_of(scenario)
     if rank_plan.get("kind") in REAL_KINDS:
-        chunks, optimizer, sd = real_state(world, M, rank_plan, rank_plan["prefill"], "load")
+        chunks, optimizer, sd = real_state(world, M, rank_plan, rank_plan["prefill"], "load", oracle)
         preload_objects, rank_plan_model = rank_plan["objects"], rank_plan["model"]
         if training:
             from megatron_adapter.real_models import training_path
@@ -695,7 +714,7 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
             if pre == "sentinel":
                 data = torch.full(tuple(meta["local_shape"]), SENTINEL, dtype=torch.int64, device=device)
             else:
-                data = fill(torch, meta["local_shape"], pre, device, world.key_shift)
+                data = oracle.values(torch, meta["local_shape"], pre, device)
             obj = (codec.tensor(dict(e, dtype="int64"), where) if kind == "tensor"
                    else codec.factory(dict(e, tensor=dict(e["tensor"], dtype="int64")), where))
             obj.data = data
@@ -727,9 +746,9 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         ckpt = training_path.iteration_dir(ckpt)
     stage = set_stage(world, "load: check checkpoint files against the metadata")
     # The keys this rank reads (its oracle's segments): a damaged chunk of one of them is named.
-    oracle = read_json(os.path.join(sdir, f"oracle_rank_{world.rank}.json"))
+    expected = read_json(os.path.join(sdir, f"oracle_rank_{world.rank}.json"))
     key_of = {k["id"]: k["key"] for k in catalogue["keys"]}
-    needed = {key_of[seg[2]] for t in oracle["tensors"] if not t["fresh"] for seg in t["segments"] if seg[2] in key_of}
+    needed = {key_of[seg[2]] for t in expected["tensors"] if not t["fresh"] for seg in t["segments"] if seg[2] in key_of}
     try:
         check_files(ckpt, needed)
     except ValueError as exc:
@@ -766,29 +785,36 @@ def load_scenario(world, scenario, sdir, entry, M, torch, dist, codec, dist_chec
         from megatron_adapter.real_models import roundtrip_models
         try:
             if not training:  # load_checkpoint already did
-                roundtrip_models.apply_loaded(chunks, optimizer, loaded)
+                roundtrip_models.apply_loaded(chunks, optimizer, loaded, rank_plan_model)
         except BaseException as exc:  # Megatron's model refusing Megatron's loaded state dict
             raise staged(exc, stage, "megatron_error")
         stage = set_stage(world, "load: dump the model's parameters (torch.save)")
         try:
             dump = roundtrip_models.dump_model(M, chunks, optimizer, rank_plan_model,
-                                               [t["path"] for t in oracle["tensors"]])
+                                               [t["path"] for t in expected["tensors"]], loaded)
         except roundtrip_models.RealModelPlanError as exc:
             raise staged(exc, stage, "harness_error")
         # Objects (the linears' _extra_state) as the load returned them: the model keeps no copy.
         from megatron_adapter.codec import leaves
         loaded_objects = dict(leaves(loaded))
-        for o in oracle["objects"]:
+        for o in expected["objects"]:
             value = loaded_objects.get(o["path"])
             dump[o["path"]] = value if isinstance(value, str) else "json:" + json.dumps(value, default=repr)
         # Common values (the optimizer's param_groups) as the load returned them.
-        for p in oracle["plain"]:
+        for p in expected["plain"]:
             if p["path"] in loaded_objects:
                 dump[p["path"]] = "json:" + json.dumps(loaded_objects[p["path"]], default=repr)
-        roundtrip_models.done()
         write_dump(sdir, world.rank, dump, torch)
         stage = set_stage(world, "load: barrier after dump")
         dist.barrier()
+        entry["dumped"] = True  # what Megatron loaded is verified even if what follows raises
+        if optimizer is not None and roundtrip_models.is_distributed(rank_plan_model) and not training:
+            stage = set_stage(world, "load: the DistributedOptimizer takes what was loaded (load_state_dict)")
+            try:
+                roundtrip_models.apply_distributed_optimizer(optimizer, loaded, rank_plan_model)
+            except BaseException as exc:  # Megatron's optimizer refusing Megatron's loaded state dict
+                raise staged(exc, stage, "megatron_error")
+        roundtrip_models.done()
         return stage
     stage = set_stage(world, "load: dump what was loaded (torch.save)")
     dump = {}

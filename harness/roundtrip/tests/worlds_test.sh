@@ -4,7 +4,8 @@
 # a truncated checkpoint file, a GTP mutant whose merge leaves pad rows non-zero; and the GTP
 # in_proj reloaded from local checkpoints by to_state_dict (same layout), clean and under that mutant;
 # the real-model round trips (--real: Megatron's own GPTModel and HybridModel) and a layer swap in them;
-# the training load path (load_checkpoint) with its GPT -> hybrid setup skipped.
+# the training load path (load_checkpoint) with its GPT -> hybrid setup skipped; the DistributedOptimizer's
+# model-space save under a save-side mutant (its gather keeps the bucket padding).
 # Usage: worlds_test.sh BINARY CASE (exit 77: skipped, the case cannot run here)
 set -uo pipefail
 bin=$1
@@ -31,6 +32,9 @@ case "$case_name" in
                      --mutant reverse_gpt_layers) ;;
   real_training_mutant) args=(--real --scenario real_gpt_hybrid_training --save-ranks 2 --load-ranks 1 --keep "$keep" --json
                               --mutant training_skips_gpt_to_hybrid_setup) ;;
+  real_distributed_optimizer_mutant)
+    args=(--real --scenario real_gpt_hybrid_distributed_optimizer --save-ranks 2 --load-ranks 1 --keep "$keep" --json
+          --mutant distributed_optimizer_gather_keeps_bucket_padding) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
@@ -94,6 +98,15 @@ case "$case_name" in
     echo "$all" | grep -q "^FAIL real_gpt_hybrid_training: " || fail "the scenario did not FAIL"
     echo "$all" | grep -Eq "load failed: megatron_error: rank 0, stage 'load: megatron.training.checkpointing.load_checkpoint': .*decoder\.layers\.[0-9]+\.[a-z_.]+ from model not in state dict" ||
       fail "load_checkpoint's error does not name the hybrid key the GPT checkpoint lacks" ;;
+  real_distributed_optimizer_mutant)  # a save-side mutant: the saved moments are wrong, named by key and index
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    echo "$all" | grep -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
+    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    echo "$all" | grep -Eq 'rank 0: optimizer\.param_state\.[0-9]+\.(param|exp_avg|exp_avg_sq): [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds ' ||
+      fail "no wrong optimizer element named by its key and global index"
+    # What Megatron loaded is verified although the optimizer's load_state_dict then raises (finding F on CPU).
+    echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
+      fail "finding F's refusal is not reported beside the verified elements" ;;
   truncate)
     echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"

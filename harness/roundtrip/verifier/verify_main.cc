@@ -27,14 +27,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "harness/roundtrip/oracle_encoding.h"
 #include "harness/roundtrip/writer_check.h"
 
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kKeyShift = ih::kOracleKeyShift;
-constexpr std::int64_t kIndexMask = (std::int64_t{1} << kKeyShift) - 1;
 constexpr std::int64_t kSentinel = -1;
 
 struct KeyInfo {
@@ -83,7 +80,10 @@ std::string list_text(const std::vector<std::int64_t>& v) {
 
 class Verifier {
  public:
-  explicit Verifier(const Json& catalogue) {
+  /// The catalogue's keys and its "oracle": {"key_shift": N} (oracle_encoding.h: element g of key id k holds
+  /// (k << N) + ravel(g)).
+  explicit Verifier(const Json& catalogue) : key_shift_(catalogue.at("oracle").at("key_shift").get<int>()) {
+    if (key_shift_ < 1 || key_shift_ > 62) throw CannotVerify("catalogue.json: oracle key_shift out of range");
     for (const auto& k : catalogue.at("keys"))
       keys_[k.at("id").get<std::int64_t>()] = {k.at("key"), k.at("global_shape").get<std::vector<std::int64_t>>(),
                                                false};
@@ -95,19 +95,19 @@ class Verifier {
   std::string describe(std::int64_t v) const {
     if (v == kSentinel) return "-1 (never written by the load)";
     if (v == 0) return "0 (padding)";
-    const auto it = keys_.find(v >> kKeyShift);
+    const auto it = keys_.find(v >> key_shift_);
     if (v < 0 || it == keys_.end()) return std::to_string(v) + " (no oracle value: corrupt data)";
-    return it->second.key + list_text(unravel(v & kIndexMask, it->second.shape)) +
+    return it->second.key + list_text(unravel(v & ((std::int64_t{1} << key_shift_) - 1), it->second.shape)) +
            (it->second.fresh ? " (a fresh entry's value)" : "");
   }
-  bool is_oracle_value(std::int64_t v) const { return v > 0 && keys_.count(v >> kKeyShift) > 0; }
+  bool is_oracle_value(std::int64_t v) const { return v > 0 && keys_.count(v >> key_shift_) > 0; }
   bool is_fresh_value(std::int64_t v) const {
-    const auto it = keys_.find(v >> kKeyShift);
+    const auto it = keys_.find(v >> key_shift_);
     return it != keys_.end() && it->second.fresh;
   }
 
   /// The expected values of one loaded path, from its segments; rows no segment covers are 0.
-  static std::vector<std::int64_t> expected(const std::vector<std::int64_t>& local, const Json& segments) {
+  std::vector<std::int64_t> expected(const std::vector<std::int64_t>& local, const Json& segments) const {
     std::int64_t n = 1;
     for (std::int64_t d : local) n *= d;
     std::vector<std::int64_t> out(static_cast<std::size_t>(n), 0);
@@ -120,7 +120,7 @@ class Verifier {
       const std::size_t p = seg[5].get<std::size_t>();
       std::vector<std::int64_t> stride(gshape.size(), 1);
       for (std::size_t a = gshape.size(); a-- > 1;) stride[a - 1] = stride[a] * gshape[a];
-      std::int64_t base = key_id << kKeyShift;
+      std::int64_t base = key_id << key_shift_;
       for (std::size_t a = 0; a < p; ++a) base += goff[a] * stride[a];
       if (local.empty()) {
         if (!out.empty()) out[0] = base;
@@ -141,6 +141,8 @@ class Verifier {
     return out;
   }
 
+ private:
+  int key_shift_;
   std::map<std::int64_t, KeyInfo> keys_;
 };
 
@@ -222,7 +224,7 @@ int main(int argc, char** argv) {
         const std::string path = t.at("path");
         const auto local = t.at("local_shape").get<std::vector<std::int64_t>>();
         const bool fresh = t.at("fresh");
-        std::vector<std::int64_t> want = Verifier::expected(local, t.at("segments"));
+        std::vector<std::int64_t> want = v.expected(local, t.at("segments"));
         ++tensors;
         const auto it = by_path.find(path);
         if (it == by_path.end() || !it->second.isTensor()) {
@@ -324,7 +326,8 @@ int main(int argc, char** argv) {
         if (s.value("name", "") == scenario && s.contains("writers")) listed = &s.at("writers");
       if (!listed) throw CannotVerify(save_result + " lists no writers for scenario " + scenario);
       std::set<std::string> catalogue_keys;
-      for (const auto& k : catalogue.at("keys")) catalogue_keys.insert(k.at("key").get<std::string>());
+      for (const char* list : {"keys", "aliases"})
+        for (const auto& k : catalogue.at(list)) catalogue_keys.insert(k.at("key").get<std::string>());
       const ih::WriterCheck writers = ih::check_writers(catalogue.at("writers"), *listed, catalogue_keys);
       writers_checked = writers.checked;
       if (writers.wrong) counts["writer"] += writers.wrong;

@@ -28,7 +28,10 @@ Patch = collections.namedtuple("Patch", "target make")
 # patches a function Megatron has without GTP too, but only GTP reaches the changed lines there.
 # `tier`: "real" for a mutant of model or training code that only the real tier reaches (Megatron's own
 # models, their round trips): the campaign runs the gate's real round trips for it (they cost minutes).
-Mutant = collections.namedtuple("Mutant", "name bug_class description patches requires tier", defaults=((), None))
+# `phase`: the round-trip world it is planted in (roundtrip_world.py --phase): "load" (the default: the
+# loading run's Megatron), or "save" for a bug of what a save writes.
+Mutant = collections.namedtuple("Mutant", "name bug_class description patches requires tier phase",
+                                defaults=((), None, "load"))
 GTP_API = "megatron.core.tensor_parallel.gtp_api:gtp_replica_rank"
 
 INTEROP = "megatron.core.dist_checkpointing.gpt_checkpoint_interop"
@@ -479,6 +482,28 @@ def _experts_dense_dp_replica(original, M):
     return sharded_state_dict
 
 
+def _gather_keeps_bucket_padding(original, M):
+    @functools.wraps(original)
+    def get_parameter_state_dp_zero(self, *args, **kwargs):
+        state = original(self, *args, **kwargs)
+        if state is None:
+            return state
+        torch = M.torch
+        for gbuf_idx, buffer in enumerate(self.buffers):
+            for world_tensors in state[gbuf_idx].values():
+                for key, tensor in list(world_tensors.items()):
+                    if not isinstance(tensor, torch.Tensor):
+                        continue
+                    parts, start = [], 0
+                    for bucket in buffer.buckets:  # each bucket's elements, then its end padding as zeros
+                        parts.append(tensor[start:start + bucket.numel_unpadded])
+                        parts.append(tensor.new_zeros(bucket.grad_data.numel() - bucket.numel_unpadded))
+                        start += bucket.numel_unpadded
+                    world_tensors[key] = torch.cat(parts)
+        return state
+    return get_parameter_state_dp_zero
+
+
 # ---- the table -----------------------------------------------------------------------------
 
 MUTANTS_TABLE = (
@@ -590,6 +615,13 @@ MUTANTS_TABLE = (
            "expert-DP rank (DP modulo EP): the experts of an EP rank whose dense DP rank is not 0 have no main "
            "replica, so no rank saves them",
            (Patch(EXPERTS + ":SequentialMLP.sharded_state_dict", _experts_dense_dp_replica),)),
+    Mutant("distributed_optimizer_gather_keeps_bucket_padding", None, "the DistributedOptimizer's gathered "
+           "state buffers keep each bucket's end padding while the model-space format (fully_reshardable) cuts "
+           "them as if it were stripped, the disagreement Megatron's fix 32a03b77c5 removed: the state of every "
+           "parameter behind a padded bucket is saved from another parameter's place",
+           (Patch("megatron.core.optimizer.distrib_optimizer:DistributedOptimizer.get_parameter_state_dp_zero",
+                  _gather_keeps_bucket_padding),),
+           tier="real", phase="save"),
     # the candidate shard-split design (not Megatron's code; mutants of the harness's candidate, run
     # with --candidate shard-split: each a mistake the pending PR could make)
     Mutant("candidate_piece_offset_no_tp_term", 23, "candidate shard-split design: a piece's offset in its "
@@ -693,6 +725,12 @@ def describe(M=None):
             row["not_applicable"] = "; ".join(missing)
         out.append(row)
     return out
+
+
+def phase_of(name):
+    """The round-trip world a mutant is planted in: "save" or "load" (the round trip's own mutants, LOCAL_MUTANTS
+    of roundtrip_support, are the loading run's)."""
+    return _BY_NAME[name].phase if name in _BY_NAME else "load"
 
 
 def is_candidate_mutant(name):

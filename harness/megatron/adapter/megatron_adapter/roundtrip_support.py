@@ -3,6 +3,7 @@ dist_checkpointing: the CPU patches, the round trip's mutants, and how a failure
 apart (docs/roundtrip.md)."""
 
 import os
+import re
 import traceback
 
 # A save or load that fails for want of a GPU (cannot_run, not a finding): torch raises a bare
@@ -55,7 +56,8 @@ LOCAL_MUTANTS = {
 
 
 def apply_mutant(name, M):
-    """An adapter mutant (megatron_adapter/mutants.py) or one of LOCAL_MUTANTS, in the loading run only."""
+    """An adapter mutant (megatron_adapter/mutants.py) or one of LOCAL_MUTANTS, in the world of its phase
+    (mutants.phase_of: the loading run's, unless the mutant is of what a save writes)."""
     if name == "reverse_gpt_layers":
         original = M.interop.gpt_compatible_layer_maps
 
@@ -102,9 +104,19 @@ def harness_own(filename):
     return path.startswith(_ADAPTER_DIR) and not path.startswith(_STANDS_IN_FOR_MEGATRON)
 
 
-def megatron_frame(tb):
+# A frame of a traceback carried as text (DCP's CheckpointException holds each rank's traceback in its message).
+_TEXT_FRAME = re.compile(r'File "([^"]*)", line (\d+), in (\S+)')
+
+
+def megatron_frame(tb, message=""):
     """The deepest traceback frame inside megatron/ (Megatron's code, not this adapter) as 'file:line in
-    function'."""
+    function': of a traceback carried in the exception's `message` where it holds one (DCP reraises a rank's
+    failure as a CheckpointException whose own traceback ends in DCP's load), else of `tb`."""
+    carried = [(f, line, name) for f, line, name in _TEXT_FRAME.findall(message)
+               if "megatron" + os.sep in f and not harness_own(f)]
+    if carried:
+        f, line, name = carried[-1]
+        return f"{f[f.rfind('megatron' + os.sep):]}:{line} in {name}"
     best = None
     for frame in traceback.extract_tb(tb):
         if "megatron" + os.sep in frame.filename and not harness_own(frame.filename):

@@ -255,17 +255,19 @@ def fp32_sharded_state_dict(optimizer, model_tree, is_loading=False):
     return optimizer.sharded_state_dict(model_tree, is_loading=is_loading, metadata=metadata)
 
 
-def _distributed_sharded_state_dict(M, chunks, model_tree):
-    """The sharded state dict of Megatron's DistributedOptimizer over `chunks`, built as training
-    builds it: each chunk wrapped in DistributedDataParallel (use_distributed_optimizer, bucketing
-    off after the first chunk), get_megatron_optimizer with Adam (a ChainedOptimizer when expert
-    parameters have their own), its states created by one step on zero gradients
-    (DistributedOptimizer._init_optimizer_states_with_dummy_values, what a load does before it reads
-    a checkpoint), then sharded_state_dict(model_tree) in the format of OPTIMIZER_METADATA."""
-    from megatron.core import parallel_state as ps
+def distributed_optimizer(M, chunks, bucket_size=None):
+    """Megatron's DistributedOptimizer over `chunks`, built as training builds it: each chunk wrapped in
+    DistributedDataParallel (use_distributed_optimizer, bucketing off after the first chunk),
+    get_megatron_optimizer with Adam (a ChainedOptimizer when expert parameters have their own), its states
+    created by one step on zero gradients (DistributedOptimizer._init_optimizer_states_with_dummy_values, what
+    a load does before it reads a checkpoint). With `bucket_size` the first chunk's gradient buffer is cut into
+    buckets of about that many elements (training's --ddp-bucket-size with --overlap-grad-reduce, without which
+    DDP keeps one bucket); by default one bucket."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-    ddp_config = DistributedDataParallelConfig(use_distributed_optimizer=True)
+    ddp_config = (DistributedDataParallelConfig(use_distributed_optimizer=True) if bucket_size is None else
+                  DistributedDataParallelConfig(use_distributed_optimizer=True, overlap_grad_reduce=True,
+                                                bucket_size=bucket_size))
     wrapped = [DistributedDataParallel(model.config, ddp_config, model, disable_bucketing=i > 0)
                for i, model in enumerate(chunks.values())]
     config = OptimizerConfig(optimizer="adam", lr=1e-4, use_distributed_optimizer=True,
@@ -273,9 +275,22 @@ def _distributed_sharded_state_dict(M, chunks, model_tree):
     optimizer = get_megatron_optimizer(config, wrapped, use_gloo_process_groups=False)
     for part in getattr(optimizer, "chained_optimizers", [optimizer]):
         part._init_optimizer_states_with_dummy_values()
+    return optimizer
+
+
+def distributed_sharded_state_dict(optimizer, model_tree, is_loading=False):
+    """A DistributedOptimizer's sharded state dict over the chunks' tree in the format of OPTIMIZER_METADATA."""
+    from megatron.core import parallel_state as ps
     metadata = dict(OPTIMIZER_METADATA, dp_cp_group=ps.get_data_parallel_group(with_context_parallel=True))
+    return optimizer.sharded_state_dict(model_tree, is_loading=is_loading, metadata=metadata)
+
+
+def _distributed_sharded_state_dict(M, chunks, model_tree):
+    """The sharded state dict of Megatron's DistributedOptimizer over `chunks` (distributed_optimizer, one
+    bucket), in the format of OPTIMIZER_METADATA."""
+    optimizer = distributed_optimizer(M, chunks)
     try:
-        return optimizer.sharded_state_dict(model_tree, is_loading=False, metadata=metadata)
+        return distributed_sharded_state_dict(optimizer, model_tree)
     except ValueError as exc:
         _raise_finding_o(chunks, exc, "not in model_sharded_state_dict",
                          "DistributedOptimizer.sharded_state_dict (fully_reshardable)",

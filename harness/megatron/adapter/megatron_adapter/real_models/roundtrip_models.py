@@ -1,9 +1,11 @@
 """Real models in a round-trip world (`interop-harness roundtrip --real`, docs/roundtrip.md "Real models").
 
 Each rank builds its chunks of Megatron's own GPTModel or HybridModel (real_models/factory.py, under the
-declared CPU shims) and turns their parameters to float64 (Module.to), so the oracle's provenance values
-(integers below 2^45) are exact. The plan (harness/roundtrip/world_plan.cc) was computed from the same models as the Megatron target
-describes them (`model dump`), so it names every tensor by the path `codec.leaves` gives it here:
+declared CPU shims) and turns their parameters to the scenario's oracle dtype (Module.to): float64, so the
+oracle's provenance values (integers below 2^45) are exact, or float32 where the scenario keeps Megatron's
+DistributedOptimizer (fp32 parameters only; the plan then keeps every value below 2^24). The plan
+(harness/roundtrip/world_plan.cc) was computed from the same models as the Megatron target describes them
+(`model dump`), so it names every tensor by the path `codec.leaves` gives it here:
   - `fill_model` writes the plan's values into the parameters themselves (through the sharded state
     dict's tensors, which are the parameters or views of them), on the save side the GPT's, on the load
     side the sentinel -1 for loaded entries and the fresh layers' own values. A GTP-wrapped Mamba
@@ -12,11 +14,18 @@ describes them (`model dump`), so it names every tensor by the path `codec.leave
     shard's real rows; pad rows 0) go into the parameter; `state_tree` then rebuilds the tree,
     which gathers them again;
   - `dump_model` reads the parameters back after Megatron's load and `load_state_dict`.
-With the model request's "optimizer" (optimizer_kind "fp32"), each rank also builds Megatron's FP32Optimizer
-over its chunks (factory.fp32_optimizer) and the tree holds its sharded state dict under "optimizer": its
-ShardedTensors' data are Adam's moments themselves, so the fill writes them; after the load the optimizer
-takes its part through its own `load_state_dict` and the dump reads the moments from a fresh sharded state
-dict of the optimizer (what it holds then, by the same paths).
+With the model request's "optimizer", each rank also builds Megatron's optimizer over its chunks and the tree
+holds its sharded state dict under "optimizer":
+  - optimizer_kind "fp32", the FP32Optimizer (factory.fp32_optimizer): its ShardedTensors' data are Adam's
+    moments themselves, so the fill writes them; after the load the optimizer takes its part through its own
+    `load_state_dict` and the dump reads the moments from a fresh sharded state dict of the optimizer;
+  - optimizer_kind "distributed", the DistributedOptimizer (factory.distributed_optimizer, its gradient buffer
+    cut into several buckets) in the model-space format fully_reshardable: its tree's tensors are gathered
+    copies, so on the save side `fill_distributed_states` writes each DP rank's slice of the plan's values
+    into the moments the optimizer holds and the tree is built again from them (Megatron's own gather and
+    slicing, what is under test); its `param` state is the fp32 parameter itself (the plan gives both one
+    key). On the load side the tree is Megatron's request: the dump reads what `dist_checkpointing.load`
+    returned into it, before the optimizer's own `load_state_dict` (`apply_distributed_optimizer`).
 A factory's rows are taken as its built tensors' rows one after the other (how the plan lays them out);
 `fill_model` checks that on Megatron's factory and refuses a different layout as a harness error, except
 for the paths in "reference_rows": a GTP-wrapped SwiGLU fc1, whose rows the plan takes from the reference
@@ -31,28 +40,63 @@ class RealModelPlanError(Exception):
     """The plan and this rank's real model disagree (a harness error: never blamed on Megatron)."""
 
 
-def build(M, req):
+# A round trip's DistributedOptimizer cuts its gradient buffer into buckets of about this many elements: the
+# worlds' small models then have several buckets, with end padding between them, which the model-space format
+# must step over (Megatron's fix 32a03b77c5; one bucket, training's default without --overlap-grad-reduce, never
+# exercises it).
+DISTRIBUTED_BUCKET_ELEMENTS = 5000
+
+
+def build(M, req, dtype):
     """(chunks {name: model}, optimizer or None) of this rank, parallel_state set for the request's layout
-    over the world's default (gloo) group; `state_tree` then asks Megatron's checkpoint code for their
-    sharded state dicts."""
+    over the world's default (gloo) group, parameters of `dtype` (the scenario's oracle dtype); `state_tree`
+    then asks Megatron's checkpoint code for their sharded state dicts."""
     factory.init_parallel_state(req)
     with _shims(req):
         chunks = factory.build(M, req)
         for model in chunks.values():
-            model.to(dtype=M.torch.float64)  # before sharded_state_dict: its tensors are these parameters
-        optimizer = _optimizer(M, chunks, req)
+            model.to(dtype=dtype)  # before sharded_state_dict: its tensors are these parameters
+        optimizer = _optimizer(M, chunks, req, dtype)
     return chunks, optimizer
 
 
-def _optimizer(M, chunks, req):
+def _optimizer(M, chunks, req, dtype):
     if not req.get("optimizer"):
         return None
-    if req.get("optimizer_kind") != "fp32":
-        raise RealModelPlanError("a real round trip saves Megatron's FP32Optimizer (optimizer_kind fp32, which keeps "
-                                 f"the float64 parameters the oracle needs); the plan asks {req.get('optimizer_kind')!r}")
+    kind = req.get("optimizer_kind")
+    if kind == "distributed":
+        if dtype != M.torch.float32:
+            raise RealModelPlanError(f"the DistributedOptimizer takes fp32 parameters; the plan's oracle is {dtype}")
+        optimizer = factory.distributed_optimizer(M, chunks, bucket_size=DISTRIBUTED_BUCKET_ELEMENTS)
+        _require_padded_buckets(optimizer)
+        return optimizer
+    if kind != "fp32":
+        raise RealModelPlanError("a real round trip saves Megatron's FP32Optimizer (optimizer_kind fp32, parameters "
+                                 "of any dtype) or its DistributedOptimizer (distributed, fp32 parameters); the plan "
+                                 f"asks {kind!r}")
     optimizer = factory.fp32_optimizer(M, chunks)
     _first_step(M, optimizer)
     return optimizer
+
+
+def optimizer_parts(optimizer):
+    """The optimizers of a chain (or the one optimizer)."""
+    return getattr(optimizer, "chained_optimizers", [optimizer])
+
+
+def bucket_layout(optimizer):
+    """[[(bucket elements, of them unpadded), ...] per gradient buffer] of a DistributedOptimizer."""
+    return [[(b.grad_data.numel(), b.numel_unpadded) for b in buffer.buckets]
+            for part in optimizer_parts(optimizer) for buffer in part.buffers]
+
+
+def _require_padded_buckets(optimizer):
+    """The scenario claims a gradient buffer of several buckets with end padding before the last: a layout
+    without them would exercise nothing of it (a harness error, never a pass)."""
+    layout = bucket_layout(optimizer)
+    if not any(len(buckets) > 1 and any(n > unpadded for n, unpadded in buckets[:-1]) for buckets in layout):
+        raise RealModelPlanError(f"the DistributedOptimizer's buckets {layout} have no end padding before the last "
+                                 f"bucket at {DISTRIBUTED_BUCKET_ELEMENTS} elements a bucket")
 
 
 def _first_step(M, optimizer):
@@ -70,6 +114,10 @@ def _first_step(M, optimizer):
             p.grad = None
 
 
+def is_distributed(req):
+    return bool(req.get("optimizer")) and req.get("optimizer_kind") == "distributed"
+
+
 def _shims(req):
     """The declared CPU shims, the GDP mixer's and the optimizer's with them where the model has them (as
     `model dump --mixer gdp --optimizer`)."""
@@ -84,19 +132,18 @@ def state_tree(M, chunks, optimizer, req, is_loading=False):
     with _shims(req), M.torch.no_grad():
         tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
         if optimizer is not None:
-            tree["optimizer"] = factory.fp32_sharded_state_dict(optimizer, dict(tree), is_loading)
+            model_tree = dict(tree)
+            tree["optimizer"] = (factory.distributed_sharded_state_dict(optimizer, model_tree, is_loading)
+                                 if is_distributed(req) else
+                                 factory.fp32_sharded_state_dict(optimizer, model_tree, is_loading))
     return tree
 
 
-def _values(torch, shape, segments, fill, key_shift):
-    return fill(torch, list(shape), segments, "cpu", key_shift)
-
-
-def fill_model(M, chunks, tree, plan_values, gtp_params, reference_rows, fill, key_shift, sentinel):
-    """Writes every tensor of `tree` from plan_values[path]: a list of segments, or "sentinel"; a path of
-    `gtp_params` ({path: shard shape}) writes the chunk's parameter of that name instead; a factory's
-    path in `reference_rows` is not held to its built tensors' layout. Objects take the plan's strings
-    elsewhere; returns the paths filled."""
+def fill_model(M, chunks, tree, plan_values, gtp_params, reference_rows, values, sentinel):
+    """Writes every tensor of `tree` from plan_values[path]: a list of segments (`values(shape, segments)` is
+    the oracle's int64 tensor of them), or "sentinel"; a path of `gtp_params` ({path: shard shape}) writes the
+    chunk's parameter of that name instead; a factory's path in `reference_rows` is not held to its built
+    tensors' layout. Objects take the plan's strings elsewhere; returns the paths filled."""
     torch = M.torch
     done = []
     with torch.no_grad():
@@ -108,14 +155,14 @@ def fill_model(M, chunks, tree, plan_values, gtp_params, reference_rows, fill, k
                 data = _gtp_parameter(chunks, path, gtp_params[path])
             if segments is None:
                 raise RealModelPlanError(f"the plan has no values for {path}, which this rank's real model holds")
-            if data.dtype != torch.float64:
-                raise RealModelPlanError(f"{path} is {data.dtype}; the oracle needs float64 parameters")
+            if data.dtype not in (torch.float64, torch.float32):
+                raise RealModelPlanError(f"{path} is {data.dtype}; the oracle needs float64 or float32 parameters")
             if segments == "sentinel":
                 data.fill_(sentinel)
             else:
-                data.copy_(_values(torch, data.shape, segments, fill, key_shift).to(data.dtype))
+                data.copy_(values(data.shape, segments).to(data.dtype))
                 if isinstance(leaf, M.ShardedTensorFactory) and path not in gtp_params and path not in reference_rows:
-                    _check_rows_follow_pieces(M, path, leaf, segments, fill, key_shift)
+                    _check_rows_follow_pieces(M, path, leaf, segments, values)
             done.append(path)
     missing = set(plan_values) - set(done)
     if missing:
@@ -139,7 +186,7 @@ def _gtp_parameter(chunks, path, shape):
     return param.data
 
 
-def _check_rows_follow_pieces(M, path, f, segments, fill, key_shift):
+def _check_rows_follow_pieces(M, path, f, segments, values):
     """The plan puts built tensor i of a factory at the data rows after tensors 0..i-1: each built
     tensor must now hold exactly its segment's values."""
     torch = M.torch
@@ -147,10 +194,69 @@ def _check_rows_follow_pieces(M, path, f, segments, fill, key_shift):
     if len(pieces) != len(segments):
         raise RealModelPlanError(f"factory {path}: {len(pieces)} built tensors, the plan has {len(segments)}")
     for piece, seg in zip(pieces, segments):
-        want = _values(torch, piece.data.shape, [[0] + list(seg[1:])], fill, key_shift)
+        want = values(piece.data.shape, [[0] + list(seg[1:])])
         if tuple(piece.data.shape) != tuple(want.shape) or not torch.equal(piece.data.to(torch.int64), want):
             raise RealModelPlanError(f"factory {path}: built tensor {piece.key} is not data rows {seg[0]}.."
                                      f"{seg[0] + seg[1]} of the factory (the plan's row layout does not hold)")
+
+
+STATE_PREFIX = "optimizer.state."
+
+
+def fill_distributed_states(M, optimizer, tree, plan_values, values):
+    """Writes the plan's values of the DistributedOptimizer's entries in `tree` (model space: a whole TP-local
+    parameter each) into the states it holds: for each parameter this DP rank owns a slice of, that slice (its
+    range in Megatron's own range map), into the state the entry names. The parameter behind an entry is its
+    model entry's tensor (key and offsets, or the same factory), as Megatron's optimizer finds it. The `param`
+    state is the fp32 parameter itself, filled with the model; returns the states written."""
+    torch = M.torch
+    kinds = (M.ShardedTensor, M.ShardedTensorFactory)
+    model_leaves = [leaf for path, leaf in leaves(tree) if not path.startswith("optimizer.") and isinstance(leaf, kinds)]
+    owned = {}  # id(parameter) -> (optimizer part, parameter, this rank's range of its elements)
+    for part in optimizer_parts(optimizer):
+        for gbuf_range_maps in part.gbuf_ranges:
+            for bucket_maps in gbuf_range_maps.values():
+                for bucket_map in bucket_maps:
+                    for param, range_map in bucket_map["param_map"].items():
+                        owned[id(param)] = (part, param, range_map["param"])
+    written = 0
+    with torch.no_grad():
+        for path, leaf in leaves(tree):
+            if not path.startswith("optimizer.") or not isinstance(leaf, kinds):
+                continue
+            if not leaf.key.startswith(STATE_PREFIX):
+                raise RealModelPlanError(f"{path}: optimizer entry {leaf.key} is not {STATE_PREFIX}<state>.<key>")
+            state, _, model_key = leaf.key[len(STATE_PREFIX):].partition(".")
+            if state == "param":
+                continue
+            param = _parameter_of(M, path, leaf, model_key, model_leaves)
+            if path not in plan_values or plan_values[path] == "sentinel":
+                raise RealModelPlanError(f"the plan has no values for {path}")
+            full = values(param.shape, plan_values[path])
+            if id(param) not in owned:
+                continue  # another DP rank owns all of this parameter's state
+            part, main, span = owned[id(param)]
+            held = part._get_main_param_and_optimizer_states(main)
+            if state not in held:
+                raise RealModelPlanError(f"{path}: the DistributedOptimizer holds {sorted(held)} for {model_key}, "
+                                         f"no {state!r}")
+            held[state].copy_(full.reshape(-1)[span.start:span.end].to(held[state].dtype))
+            written += 1
+    return written
+
+
+def _parameter_of(M, path, leaf, model_key, model_leaves):
+    """The parameter behind optimizer entry `leaf`: the data of the one model entry of its model key at the same
+    offsets (a tensor) or with the same build function (a factory, which Megatron's optimizer copies)."""
+    if isinstance(leaf, M.ShardedTensor):
+        same = [m for m in model_leaves if isinstance(m, M.ShardedTensor) and m.key == model_key
+                and tuple(m.global_offset) == tuple(leaf.global_offset) and tuple(m.local_shape) == tuple(leaf.local_shape)]
+    else:
+        same = [m for m in model_leaves if isinstance(m, M.ShardedTensorFactory) and m.key == model_key
+                and m.build_fn is leaf.build_fn]
+    if len(same) != 1:
+        raise RealModelPlanError(f"{path}: {len(same)} model entries of key {model_key} match the optimizer's entry")
+    return same[0].data
 
 
 def retarget(M, tree, pattern):
@@ -160,22 +266,34 @@ def retarget(M, tree, pattern):
         M.interop.retarget_sharded_state_dict_to_gpt_checkpoint(sd, maps)
 
 
-def apply_loaded(chunks, optimizer, loaded):
+def apply_loaded(chunks, optimizer, loaded, req):
     """Each chunk takes what was loaded through its own load_state_dict (strict), as training does, and
-    the optimizer its part through its own."""
+    the FP32Optimizer its part through its own (a DistributedOptimizer's comes after the dump:
+    apply_distributed_optimizer)."""
     for name, model in chunks.items():
         model.load_state_dict(loaded[name], strict=True)
-    if optimizer is not None:
+    if optimizer is not None and not is_distributed(req):
         optimizer.load_state_dict(loaded["optimizer"])
 
 
-def dump_model(M, chunks, optimizer, req, paths):
-    """{path: int64 tensor} of the chunks' parameters and buffers, and of the optimizer's states (read
-    through a fresh sharded state dict of it), after the load, for the verifier."""
+def apply_distributed_optimizer(optimizer, loaded, req):
+    """The DistributedOptimizer takes its part of what was loaded through its own load_state_dict, as
+    training's load_checkpoint does (each DP rank its slice of the model-space states)."""
+    with _shims(req):
+        optimizer.load_state_dict(loaded["optimizer"])
+
+
+def dump_model(M, chunks, optimizer, req, paths, loaded):
+    """{path: int64 tensor} of the chunks' parameters and buffers, and of the optimizer's states, after the
+    load, for the verifier: the FP32Optimizer's read through a fresh sharded state dict of it (what it holds
+    after its load_state_dict), a DistributedOptimizer's as Megatron's load returned them into its request
+    (model space; its load_state_dict runs after the dump)."""
     torch = M.torch
     states = {name: model.state_dict() for name, model in chunks.items()}
     optimizer_leaves = {}
-    if optimizer is not None:
+    if optimizer is not None and is_distributed(req):
+        optimizer_leaves = {path: value for path, value in leaves(loaded) if path.startswith("optimizer.")}
+    elif optimizer is not None:
         optimizer_leaves = {path: leaf.data for path, leaf in leaves(state_tree(M, chunks, optimizer, req))
                             if path.startswith("optimizer.") and isinstance(leaf, (M.ShardedTensor,
                                                                                   M.ShardedTensorFactory))}

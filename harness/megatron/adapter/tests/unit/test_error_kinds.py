@@ -133,6 +133,20 @@ def test_a_failure_in_the_harness_own_code_never_left_it():
     assert rt.megatron_frame(tb) is None  # the adapter's own files are not Megatron's, though under megatron/
 
 
+def test_a_traceback_carried_in_the_message_names_where_megatron_raised():
+    # DCP reraises a rank's failure as a CheckpointException: its own traceback ends in Megatron's load call,
+    # the rank's is text in its message, and the deepest Megatron frame there is where Megatron refused.
+    from megatron_adapter import roundtrip_support as rt
+    tb = _traceback_of(lambda: rt.megatron_frame())
+    carried = ('CheckpointException ranks:dict_keys([0]) Traceback (most recent call last): (RANK 0) '
+               'File "/venv/torch/distributed/checkpoint/utils.py", line 194, in reduce_scatter local_data = ... '
+               'File "/src/megatron/core/dist_checkpointing/strategies/torch.py", line 546, in create_local_plan ... '
+               'File "/src/megatron/core/dist_checkpointing/strategies/torch.py", line 517, in _validate_global_shapes '
+               'raise CheckpointingException(_msg)')
+    assert rt.megatron_frame(tb, carried) == "megatron/core/dist_checkpointing/strategies/torch.py:517 in _validate_global_shapes"
+    assert rt.megatron_frame(tb, "no traceback here") is None
+
+
 def test_a_failure_inside_other_code_left_the_harness():
     import json
     from megatron_adapter import roundtrip_support as rt
