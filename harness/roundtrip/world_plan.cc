@@ -294,7 +294,8 @@ std::vector<std::string> real_finding_scenario_names() {
           "real_gpt_hybrid_moe_optimizer",
           "real_gpt_hybrid_gtp_p32",
           "real_gpt_hybrid_training_moe_optimizer",
-          "real_gpt_hybrid_distributed_optimizer"};
+          "real_gpt_hybrid_distributed_optimizer",
+          "real_gpt_hybrid_moe_distributed_optimizer"};
 }
 
 namespace {
@@ -377,6 +378,21 @@ Result<WorldScenario> make_real_world_scenario(const std::string& name, std::int
     ModelDumpSpec save = with_optimizer(real_model(ModelKind::gpt, "", a, 1), OptimizerKind::distributed),
                   load = with_optimizer(real_model(ModelKind::hybrid, "M*-M*-", b, 1), OptimizerKind::distributed);
     save.layers = gpt_layers;
+    return with_real_models(s, save, load);
+  }
+  if (name == "real_gpt_hybrid_moe_distributed_optimizer") {  // before the real_gpt_hybrid_moe* family below
+    s.description =
+        "Megatron's GPTModel with 4 experts at EP = min(ranks, 4) (TP 1, so DP = ranks: each DP rank holds a slice "
+        "of the dense states) and its chained dense + expert DistributedOptimizers (fp32, padded buckets) saved "
+        "fully_reshardable -> HybridModel *E*E at EP = min(ranks, 4) and its DistributedOptimizers (retargeted by "
+        "Megatron): DP and EP change; what Megatron loaded is verified, then the optimizers take it";
+    if (a < 2 || b < 2) return cannot_lay_out(name, a, b, "both worlds need EP >= 2 (one optimizer chain shape)");
+    ModelDumpSpec save = with_optimizer(real_model(ModelKind::gpt, "", 1, 1), OptimizerKind::distributed),
+                  load = with_optimizer(real_model(ModelKind::hybrid, "*E*E", 1, 1), OptimizerKind::distributed);
+    save.layers = gpt_layers;
+    save.sizes.ep = std::min<std::int64_t>(a, 4), load.sizes.ep = std::min<std::int64_t>(b, 4);
+    // With their biases (ETP 1): 64-element tensors end buckets off the 128-element grid, so they are padded.
+    save.config.num_experts = load.config.num_experts = 4;
     return with_real_models(s, save, load);
   }
   if (name == "real_hybrid_hybrid_optimizer") {

@@ -461,6 +461,19 @@ TEST(WorldPlan, RealDistributedOptimizerIsPlannedInFloat32WithItsParamStateOnIts
     EXPECT_EQ(a["id"], id_of.at(alias.substr(std::string("optimizer.state.param.").size()))) << alias;
     EXPECT_FALSE(id_of.count(alias)) << alias;
   }
+  // The MoE variant (dense states sliced over DP 4 -> 2 and 2 -> 4) is planned alike.
+  for (const auto& [a, b] : {std::pair{4, 2}, std::pair{2, 4}}) {
+    auto moe = make_world_scenario("real_gpt_hybrid_moe_distributed_optimizer", a, b);
+    ASSERT_TRUE(moe.ok()) << moe.error().message;
+    EXPECT_TRUE(moe->distributed_optimizer());
+    EXPECT_EQ(moe->save.ranks(), a);
+    TempDir moe_dir;
+    auto moe_stats = write_world_scenario(*moe, moe_dir.path, DescribedByReference{});
+    ASSERT_TRUE(moe_stats.ok()) << moe_stats.error().message;
+    EXPECT_EQ(moe_stats->uncovered_elements, 0);
+    EXPECT_EQ(read_json(moe_dir.path / "catalogue.json")["oracle"]["dtype"], "float32");
+  }
+  EXPECT_FALSE(make_world_scenario("real_gpt_hybrid_moe_distributed_optimizer", 1, 2).ok());  // EP 1: no chain
   // A float64 scenario keeps the float64 encoding.
   auto fp64 = make_world_scenario("real_gpt_hybrid_optimizer", 2, 1);
   ASSERT_TRUE(fp64.ok());
