@@ -59,8 +59,8 @@ const std::vector<Flag<O>> kModelFlags = {
     {"norm", one_of<O>(&O::norm, kNormNames), "rms (default) or layer"},
     {"optimizer", &O::optimizer, "also the optimizer's state entries"},
     {"optimizer-kind", one_of<O>(&O::optimizer_kind, kOptimizerKinds),
-     "with --optimizer: distributed (default, the DistributedOptimizer) or float16 "
-     "(Float16OptimizerWithFloat16Params over Adam, the path GTP uses)"},
+     "with --optimizer: distributed (default, the DistributedOptimizer), float16 "
+     "(Float16OptimizerWithFloat16Params over Adam, the path GTP uses) or fp32 (FP32Optimizer over Adam)"},
     {"rank", &O::rank, "global rank whose state dict is printed", 0, kMaxParallel* kMaxParallel* kMaxParallel, true},
     {"json", &O::json, "print the flat entry JSON (docs/state-dict-json.md)"},
     {"target", &O::target, "reference (default) or megatron"},

@@ -54,12 +54,21 @@ Result<std::vector<Check>> with_unique_names(std::vector<Check> checks) {
 }
 
 const KnownFinding* KnownFindings::match(const ReproToken& token) const {
-  for (const KnownFinding& finding : findings)
-    if (finding.pin.token.check == token.check && finding.pin.token.target() == token.target() &&
-        (!finding.pin.token.option("mutant") || finding.pin.token.option("mutant") == token.option("mutant")) &&
-        (!finding.pin.token.option("candidate") || finding.pin.token.option("candidate") == token.option("candidate")))
-      return &finding;
-  return nullptr;
+  // A pin naming an option (a mutant, the candidate design, a Megatron release) holds only where the token names
+  // the same; one naming the release wins over one that does not (a release's finding, fixed since, beside a
+  // finding of every version).
+  const KnownFinding* any_version = nullptr;
+  for (const KnownFinding& finding : findings) {
+    const auto same = [&](const char* option) {
+      return !finding.pin.token.option(option) || finding.pin.token.option(option) == token.option(option);
+    };
+    if (finding.pin.token.check != token.check || finding.pin.token.target() != token.target() || !same("mutant") ||
+        !same("candidate") || !same("megatron-version"))
+      continue;
+    if (finding.pin.token.option("megatron-version")) return &finding;
+    if (!any_version) any_version = &finding;
+  }
+  return any_version;
 }
 
 std::optional<std::string> KnownFinding::mismatch(const CheckAnswer& answer) const {

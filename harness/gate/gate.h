@@ -148,7 +148,9 @@ struct KnownFindings {
   /// The finding pinned for `token`'s check on `token`'s target, if any: a pin without a mutant is
   /// the unmutated target's finding and holds under any mutant that fails exactly the same way (its
   /// violation: or expect: lines); a pin with a mutant matches only that mutant. Likewise a pin with a candidate
-  /// design (candidate=) matches only runs of that candidate; one without holds under any candidate.
+  /// design (candidate=) matches only runs of that candidate; one without holds under any candidate. A pin with a
+  /// Megatron release (megatron-version=, a finding of that release, fixed since) matches only that release and
+  /// wins over a pin of the same check without one.
   const KnownFinding* match(const ReproToken& token) const;
 };
 Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
