@@ -110,8 +110,9 @@ struct RealRoundTripResult {
 using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(
     Implementation& target, const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks)>;
 /// Group "real-roundtrips": one check per scenario and direction, named <scenario>_<A>_to_<B>. Wrong
-/// elements are the violation `elements_wrong <scenario>`, a refusal without them `roundtrip_failed <scenario>
-/// in <the Megatron function it raised in>`; a scenario that could not run is NOT RUN.
+/// elements are the violation `elements_wrong <scenario>`; a refusal is `roundtrip_failed <scenario> in <the Megatron
+/// function it raised in>`, beside them where it came after the loaded elements were verified; a scenario that
+/// could not run is NOT RUN.
 std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
                                          RealRoundTripRunner runner);

@@ -208,7 +208,7 @@ def fill_distributed_states(M, optimizer, tree, plan_values, values):
     parameter each) into the states it holds: for each parameter this DP rank owns a slice of, that slice (its
     range in Megatron's own range map), into the state the entry names. The parameter behind an entry is its
     model entry's tensor (key and offsets, or the same factory), as Megatron's optimizer finds it. The `param`
-    state is the fp32 parameter itself, filled with the model; returns the states written."""
+    state is the fp32 parameter itself, filled with the model."""
     torch = M.torch
     kinds = (M.ShardedTensor, M.ShardedTensorFactory)
     model_leaves = [leaf for path, leaf in leaves(tree) if not path.startswith("optimizer.") and isinstance(leaf, kinds)]
@@ -219,7 +219,6 @@ def fill_distributed_states(M, optimizer, tree, plan_values, values):
                 for bucket_map in bucket_maps:
                     for param, range_map in bucket_map["param_map"].items():
                         owned[id(param)] = (part, param, range_map["param"])
-    written = 0
     with torch.no_grad():
         for path, leaf in leaves(tree):
             if not path.startswith("optimizer.") or not isinstance(leaf, kinds):
@@ -241,8 +240,6 @@ def fill_distributed_states(M, optimizer, tree, plan_values, values):
                 raise RealModelPlanError(f"{path}: the DistributedOptimizer holds {sorted(held)} for {model_key}, "
                                          f"no {state!r}")
             held[state].copy_(full.reshape(-1)[span.start:span.end].to(held[state].dtype))
-            written += 1
-    return written
 
 
 def _parameter_of(M, path, leaf, model_key, model_leaves):
