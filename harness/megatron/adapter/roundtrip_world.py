@@ -436,8 +436,6 @@ def real_state(world, M, rank_plan, values, side, oracle):
         chunks, optimizer = rm.build(M, req, getattr(torch, oracle.dtype))
     except BaseException as exc:  # Megatron's model on a valid layout: the factory or shims fall short
         raise staged(exc, f"{side}: build Megatron's real model", "harness_error")
-    if rm.is_distributed(req):
-        world.result.setdefault("buckets", {})[world.status.scenario] = rm.bucket_layout(optimizer)
     tree = megatron_state_tree(M, chunks, optimizer, req, f"{side}: Megatron's sharded_state_dict "
                                "of the real model", is_loading=side == "load")
     oracle_values = lambda shape, segments: oracle.values(torch, shape, segments)  # noqa: E731

@@ -212,13 +212,18 @@ OPTIMIZER_METADATA = {"distrib_optim_sharding_type": "fully_reshardable",
 FLOAT16_METADATA = {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}
 
 
+def optimizer_parts(optimizer):
+    """The optimizers of a chain (ChainedOptimizer: dense and expert), or the one optimizer."""
+    return getattr(optimizer, "chained_optimizers", [optimizer])
+
+
 def optimizer_sharded_state_dict(M, chunks, model_tree, kind="distributed"):
     """The sharded state dict of the optimizer of `kind` (OPTIMIZER_KINDS) over `chunks`."""
     if kind == "float16":
         return _float16_sharded_state_dict(M, chunks)
     if kind == "fp32":
         optimizer = fp32_optimizer(M, chunks)
-        for part in getattr(optimizer, "chained_optimizers", [optimizer]):
+        for part in optimizer_parts(optimizer):
             part.init_state_fn(part.optimizer, part.config)  # Adam's states, as its load creates them first
         try:
             out = fp32_sharded_state_dict(optimizer, model_tree)
@@ -273,7 +278,7 @@ def distributed_optimizer(M, chunks, bucket_size=None):
     config = OptimizerConfig(optimizer="adam", lr=1e-4, use_distributed_optimizer=True,
                              params_dtype=next(iter(chunks.values())).config.params_dtype)
     optimizer = get_megatron_optimizer(config, wrapped, use_gloo_process_groups=False)
-    for part in getattr(optimizer, "chained_optimizers", [optimizer]):
+    for part in optimizer_parts(optimizer):
         part._init_optimizer_states_with_dummy_values()
     return optimizer
 
@@ -333,7 +338,7 @@ def _float16_sharded_state_dict(M, chunks):
     config = OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, params_dtype=torch.bfloat16,
                              use_distributed_optimizer=False)
     optimizer = get_megatron_optimizer(config, wrapped, use_gloo_process_groups=False)
-    for part in getattr(optimizer, "chained_optimizers", [optimizer]):
+    for part in optimizer_parts(optimizer):
         part.init_state_fn(part.optimizer, part.config)
     with torch.no_grad():
         tree = {name: model.sharded_state_dict() for name, model in chunks.items()}

@@ -79,21 +79,16 @@ def _optimizer(M, chunks, req, dtype):
     return optimizer
 
 
-def optimizer_parts(optimizer):
-    """The optimizers of a chain (or the one optimizer)."""
-    return getattr(optimizer, "chained_optimizers", [optimizer])
-
-
-def bucket_layout(optimizer):
+def _bucket_layout(optimizer):
     """[[(bucket elements, of them unpadded), ...] per gradient buffer] of a DistributedOptimizer."""
     return [[(b.grad_data.numel(), b.numel_unpadded) for b in buffer.buckets]
-            for part in optimizer_parts(optimizer) for buffer in part.buffers]
+            for part in factory.optimizer_parts(optimizer) for buffer in part.buffers]
 
 
 def _require_padded_buckets(optimizer):
     """The scenario claims a gradient buffer of several buckets with end padding before the last: a layout
     without them would exercise nothing of it (a harness error, never a pass)."""
-    layout = bucket_layout(optimizer)
+    layout = _bucket_layout(optimizer)
     if not any(len(buckets) > 1 and any(n > unpadded for n, unpadded in buckets[:-1]) for buckets in layout):
         raise RealModelPlanError(f"the DistributedOptimizer's buckets {layout} have no end padding before the last "
                                  f"bucket at {DISTRIBUTED_BUCKET_ELEMENTS} elements a bucket")
@@ -105,7 +100,7 @@ def _first_step(M, optimizer):
     the states of Megatron's init_state_fn alone cannot be loaded). The fill then overwrites the moments
     and the parameters the step moved."""
     torch = M.torch
-    for part in getattr(optimizer, "chained_optimizers", [optimizer]):
+    for part in factory.optimizer_parts(optimizer):
         params = [p for group in part.optimizer.param_groups for p in group["params"]]
         for p in params:
             p.grad = torch.zeros_like(p)
@@ -213,7 +208,7 @@ def fill_distributed_states(M, optimizer, tree, plan_values, values):
     kinds = (M.ShardedTensor, M.ShardedTensorFactory)
     model_leaves = [leaf for path, leaf in leaves(tree) if not path.startswith("optimizer.") and isinstance(leaf, kinds)]
     owned = {}  # id(parameter) -> (optimizer part, parameter, this rank's range of its elements)
-    for part in optimizer_parts(optimizer):
+    for part in factory.optimizer_parts(optimizer):
         for gbuf_range_maps in part.gbuf_ranges:
             for bucket_maps in gbuf_range_maps.values():
                 for bucket_map in bucket_maps:
