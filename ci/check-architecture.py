@@ -28,7 +28,10 @@ ALLOWED = {
     "harness/process": {"models", "seam/error_kinds"},
     # The Megatron client answers the seam; the gate's checks ask the seam, never the client: no megatron -> gate.
     "harness/megatron": {"harness/process", "harness/install", "codec", "seam", "models"},
-    "harness/targets": {"harness/megatron", "mutants", "seam", "models"},
+    # targets starts what a command needs of a target: the Implementation, and the gate's real round trips (the
+    # round-trip session, handed to the gate as its runner type).
+    "harness/targets": {"harness/roundtrip", "harness/megatron", "harness/gate/real_roundtrip_runner", "mutants",
+                        "codec", "seam", "models"},
     "harness/gate": {"properties", "codec", "seam", "models"},
     "harness/report": {"harness/gate", "properties", "codec", "seam", "models"},
     "harness/roundtrip": {"harness/megatron", "harness/process", "harness/install", "properties", "codec", "seam",

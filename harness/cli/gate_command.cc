@@ -11,10 +11,8 @@
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/output_places.h"
-#include "harness/cli/real_roundtrips.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
-#include "harness/megatron/megatron_implementation.h"
 #include "harness/report/gate_report.h"
 #include "harness/targets/targets.h"
 #include "models/text.h"
@@ -232,9 +230,7 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   if (spec.target == TargetKind::reference) {
     for (const MutantInfo& m : mutant_catalogue()) add(m.name, m.bug_class, m.bug_class, m.description);
   } else {
-    auto megatron = MegatronImplementation::start(megatron_options(spec));
-    if (!megatron.ok()) return report_error(megatron.error());
-    auto listed = (*megatron)->list_mutants();
+    auto listed = list_megatron_mutants(spec);
     if (!listed.ok()) return report_error(listed.error());
     for (const auto& m : listed->value("mutants", json::Json::array())) {
       const json::Json bug_class = m.value("spec_bug_class", json::Json("-"));
@@ -316,7 +312,8 @@ int replay_gate_check(const ReproToken& token, const std::optional<std::string>&
                         kExitBadInput);
   budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases, budget.model_dumps = *dumps;
   budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
-  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, std::cout));
+  auto checks = all_checks(budget, spec.target != TargetKind::reference,
+                           real_roundtrip_runner(spec, std::cout, RealRoundTripBatch::by_scenario));
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   const auto found =
       std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });
@@ -377,9 +374,7 @@ int mutants_command(const std::vector<std::string>& argv) {
   if (spec->target == TargetKind::reference) {
     for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
   } else {
-    auto clean = MegatronImplementation::start(megatron_options(*spec));
-    if (!clean.ok()) return report_error(clean.error());
-    auto listed = (*clean)->list_mutants();
+    auto listed = list_megatron_mutants(*spec);
     if (!listed.ok()) return report_error(listed.error());
     for (const auto& m : listed->value("mutants", json::Json::array())) {
       const std::string name = m.value("name", std::string());

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/gate/real_roundtrip_runner.h"
 #include "properties/cases.h"
 #include "seam/implementation.h"
 #include "seam/outcome.h"
@@ -98,17 +99,6 @@ std::vector<Check> spec_invariant_checks();
 /// NOT RUN on the reference).
 std::vector<Check> gtp_gather_checks();
 
-/// One real round trip as the command's runner saw it (its scenario outcome and verifier counts).
-struct RealRoundTripResult {
-  Outcome outcome = Outcome::failed;
-  std::int64_t elements_verified = 0, wrong_elements = 0;
-  std::vector<std::string> problems;  // the named wrong elements and errors, first one first
-  std::string refused_in;             // the Megatron function a refusal raised in (ScenarioOutcome::refused_in)
-};
-/// Runs real scenario `scenario` saved by `save_ranks` and loaded by `load_ranks` with `target`'s
-/// Megatron (or reads it from the batch it already ran); handed in by the command that owns the worlds.
-using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(
-    Implementation& target, const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks)>;
 /// Group "real-roundtrips": one check per scenario and direction, named <scenario>_<A>_to_<B>. Wrong
 /// elements are the violation `elements_wrong <scenario>`; a refusal is `roundtrip_failed <scenario> in <the Megatron
 /// function it raised in>`, beside them where it came after the loaded elements were verified; a scenario that

@@ -1,7 +1,7 @@
 // The real tier's round trips (issue 17): Megatron's own GPTModel saved by A ranks and its HybridModel
 // loaded by B ranks, every element checked by the LibTorch verifier. The gate cannot start worlds itself
-// (harness/roundtrip is not its room): the command hands in the runner, and each check judges one
-// scenario's outcome.
+// (harness/roundtrip is not its room): the command hands in the runner harness/targets makes
+// (real_roundtrip_runner.h), and each check judges one scenario's outcome.
 #include <utility>
 
 #include "harness/gate/gate.h"

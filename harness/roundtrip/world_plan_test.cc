@@ -2,7 +2,7 @@
 // LibTorch. Every named scenario at a few world sizes, the files and coverage it promises, one
 // hand-computed expectation per kind of layout change, the plan's oracle field, and each refusal.
 #include "harness/roundtrip/world_plan.h"
-#include "harness/roundtrip/world_run.h"
+#include "harness/roundtrip/roundtrip_session.h"
 
 #include <gtest/gtest.h>
 
@@ -254,7 +254,7 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   auto tp = make_world_scenario("gpt_hybrid_tp", 2, 2);
   auto local = make_world_scenario("gdp_in_proj_gtp_local", 2, 2);
   ASSERT_TRUE(tp.ok() && local.ok());
-  auto plan = world_plan_json({&*tp, &*local}, "cpu");
+  auto plan = world_plan_json({&*tp, &*local}, Device::cpu);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ((*plan)["device"], "cpu");
   EXPECT_FALSE(plan->contains("oracle"));  // each scenario's catalogue.json names its own
@@ -272,7 +272,7 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
 
   WorldScenario fixed = *local;
   fixed.load_order = LoadOrder::to_state_dict_fixed;  // a reference-model ordering no worker runs
-  auto refused = world_plan_json({&fixed}, "cpu");
+  auto refused = world_plan_json({&fixed}, Device::cpu);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().kind, ErrorKind::invalid_argument);
   EXPECT_TRUE(contains(refused.error().message, "to_state_dict_fixed")) << refused.error().message;
@@ -685,7 +685,8 @@ TEST(WorldPlan, ARealScenarioTheTargetCannotDescribeEndsAloneWithItsOwnOutcome) 
   const DescribedByReference reference;
   auto split = buildable_real_scenarios(
       std::move(scenarios), [&](const ModelDumpSpec& m, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
-        if (m.config.ssm_mixer == "gdp") return make_error(seam_kind::unsupported, "no GatedDeltaProductMixer here");
+        if (m.config.ssm_mixer == mixer_word(GtpMixer::gdp))
+          return make_error(seam_kind::unsupported, "no GatedDeltaProductMixer here");
         if (m.config.num_experts > 0 && rank == 1)
           return make_error(ErrorKind::invalid_argument, "[megatron_error] SequentialMLP raised AssertionError");
         if (m.sizes.gtp > 1) return make_error(seam_kind::harness_error, "world worker pipe broken");
@@ -705,31 +706,46 @@ TEST(WorldPlan, ARealScenarioTheTargetCannotDescribeEndsAloneWithItsOwnOutcome) 
   EXPECT_EQ(split.undescribed[1].outcome, Outcome::harness_error);
 }
 
+/// A training scenario's worlds at 4 -> 2 (a GPT run's checkpoint into a hybrid run with a layout change of its
+/// kind): save TP, PP, GTP, EP, load TP, PP, GTP, and whether it keeps an optimizer.
+struct TrainingLayout {
+  std::int64_t save_tp, save_pp, save_gtp, save_ep, load_tp, load_pp, load_gtp;
+  bool optimizer;
+};
+
 TEST(WorldPlan, OnlyTheTrainingScenariosLoadThroughMegatronsTrainingEntryPoints) {
+  const std::map<std::string, TrainingLayout> training = {
+      {"real_gpt_hybrid_training", {4, 1, 1, 1, 2, 1, 1, false}},
+      {"real_gpt_hybrid_training_optimizer", {4, 1, 1, 1, 2, 1, 1, true}},
+      {"real_gpt_hybrid_training_moe", {1, 1, 1, 4, 2, 1, 1, false}},
+      {"real_gpt_hybrid_training_pp", {2, 2, 1, 1, 1, 2, 1, false}},
+      {"real_gpt_hybrid_training_gtp", {1, 1, 4, 1, 1, 1, 2, false}}};
+  std::set<std::string> seen;
   for (const std::string& name : real_world_scenario_names()) {
     auto s = make_world_scenario(name, 4, 2);
     ASSERT_TRUE(s.ok()) << name << ": " << s.error().message;
-    auto plan = world_plan_json({&*s}, "cpu");
+    auto plan = world_plan_json({&*s}, Device::cpu);
     ASSERT_TRUE(plan.ok()) << plan.error().message;
-    const bool training = name.rfind("real_gpt_hybrid_training", 0) == 0;
-    EXPECT_EQ(s->load_path, training ? LoadPath::training : LoadPath::dist_checkpointing) << name;
-    EXPECT_EQ((*plan)["scenarios"][0]["load_path"], training ? "training" : "dist_checkpointing") << name;
-    if (training) {  // a GPT run's checkpoint into a hybrid run with a layout change of its kind
-      const bool moe = name == "real_gpt_hybrid_training_moe", pp = name == "real_gpt_hybrid_training_pp",
-                 gtp = name == "real_gpt_hybrid_training_gtp";
-      EXPECT_EQ(s->kind, ScenarioKind::real_gpt_hybrid);
-      EXPECT_EQ(s->real_save.model, ModelKind::gpt);
-      EXPECT_EQ(s->real_load.model, ModelKind::hybrid);
-      EXPECT_EQ(s->save.tp, moe || gtp ? 1 : pp ? 2 : 4) << name;
-      EXPECT_EQ(s->save.pp, pp ? 2 : 1) << name;
-      EXPECT_EQ(s->save.gtp, gtp ? 4 : 1) << name;
-      EXPECT_EQ(s->real_save.sizes.ep, moe ? 4 : 1) << name;
-      EXPECT_EQ(s->load.tp, gtp || pp ? 1 : 2) << name;
-      EXPECT_EQ(s->load.pp, pp ? 2 : 1) << name;
-      EXPECT_EQ(s->load.gtp, gtp ? 2 : 1) << name;
-      EXPECT_EQ(s->real_save.optimizer, name == "real_gpt_hybrid_training_optimizer") << name;
-    }
+    const auto expected = training.find(name);
+    const bool is_training = expected != training.end();
+    EXPECT_EQ(s->load_path, is_training ? LoadPath::training : LoadPath::dist_checkpointing) << name;
+    EXPECT_EQ((*plan)["scenarios"][0]["load_path"], is_training ? "training" : "dist_checkpointing") << name;
+    if (!is_training) continue;
+    seen.insert(name);
+    const TrainingLayout& t = expected->second;
+    EXPECT_EQ(s->kind, ScenarioKind::real_gpt_hybrid);
+    EXPECT_EQ(s->real_save.model, ModelKind::gpt);
+    EXPECT_EQ(s->real_load.model, ModelKind::hybrid);
+    EXPECT_EQ(s->save.tp, t.save_tp) << name;
+    EXPECT_EQ(s->save.pp, t.save_pp) << name;
+    EXPECT_EQ(s->save.gtp, t.save_gtp) << name;
+    EXPECT_EQ(s->real_save.sizes.ep, t.save_ep) << name;
+    EXPECT_EQ(s->load.tp, t.load_tp) << name;
+    EXPECT_EQ(s->load.pp, t.load_pp) << name;
+    EXPECT_EQ(s->load.gtp, t.load_gtp) << name;
+    EXPECT_EQ(s->real_save.optimizer, t.optimizer) << name;
   }
+  EXPECT_EQ(seen.size(), training.size());  // every training scenario is in `--real --all`
   EXPECT_EQ(to_string(LoadPath::training), "training");
   EXPECT_EQ(to_string(LoadPath::dist_checkpointing), "dist_checkpointing");
 }
@@ -749,7 +765,7 @@ TEST(WorldPlan, RefusalsNameWhatIsWrong) {
   refused(make_world_scenario("gpt_hybrid_pp_tp", 2, 1), seam_kind::unsupported, "the load world needs PP=2");
   refused(make_world_scenario("dp_replicas", 1, 2), seam_kind::unsupported, "both worlds need DP=2");
   refused(make_world_scenario("real_gpt_hybrid_pp", 1, 2), seam_kind::unsupported, "both worlds need PP=2");
-  refused(make_world_scenario("real_no_such", 2, 2), ErrorKind::invalid_argument, "unknown real scenario");
+  refused(make_world_scenario("real_no_such", 2, 2), ErrorKind::invalid_argument, "unknown scenario 'real_no_such'");
   refused(make_world_scenario("gdp_in_proj_gtp_local", 2, 4), seam_kind::unsupported, "(A = B)");
   refused(make_world_scenario("gdp_in_proj_gtp", 8, 2), seam_kind::unsupported, "GTP worlds of 1, 2 or 4 ranks");
   refused(custom_world_scenario("MM", {.tp = 2}, {.tp = 1}, false, false), ErrorKind::unbalanced_attention_mlp,

@@ -1,7 +1,7 @@
 // Runs world-size round trips (docs/roundtrip.md, "Worlds"): writes the C++ plan of every scenario,
 // launches the save world and then the load world with Open MPI's mpirun (each rank a Megatron
-// worker, harness/megatron/adapter/roundtrip_world.py), builds the LibTorch verifier on first use
-// and checks every loaded element with it.
+// worker, harness/megatron/adapter/roundtrip_world.py; world_launch.h), builds the LibTorch verifier on
+// first use and checks every loaded element with it (roundtrip_verifier.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,7 +38,7 @@ std::string_view to_string(WorldFault::Kind kind);
 Result<WorldFault> parse_world_fault(std::string_view text);
 
 struct WorldRunOptions {
-  std::string device = "cpu";         // cpu (gloo) or cuda (NCCL)
+  Device device = Device::cpu;
   std::optional<std::string> mutant;  // applied in the load world's Megatron
   std::optional<WorldFault> fault;
   std::string python;  // the venv python
@@ -69,35 +70,23 @@ struct ScenarioOutcome {
 
 struct WorldRunReport {
   std::vector<ScenarioOutcome> scenarios;
-  std::vector<std::string> not_run;  // "name: reason" (never passed)
-  bool timed_out = false;            // a world or the verifier hit its timeout
-  bool harness_fault = false;        // mpirun could not start a world, ...
-  std::vector<std::string> faults;   // what went wrong outside the checks
+  std::vector<std::pair<std::string, std::string>> not_run;  // name, why (never passed)
+  bool timed_out = false;                                    // a world or the verifier hit its timeout
+  bool harness_fault = false;                                // mpirun could not start a world, ...
+  std::vector<std::string> faults;                           // what went wrong outside the checks
   /// The run's outcomes: each scenario's, plus timeout and harness_error for the run-level faults.
   std::vector<Outcome> outcomes() const;
   /// The shared exit-code table (seam/outcome.h): harness error 3 before timeout 4 before a failed
   /// scenario 1; 5 when every scenario was not run; else 0.
   int exit_code() const { return exit_code_of(outcomes()); }
+  /// Adds another run's scenarios, not-run scenarios and faults to this one's.
+  void merge(WorldRunReport other);
 };
 
-/// The verifier executable, built on first use under a lock (cmake --build <build dir> --target
-/// ih_roundtrip_verifier); an error says why it cannot be (no venv torch: "not run").
-Result<std::filesystem::path> ensure_roundtrip_verifier(const std::function<void(const std::string&)>& progress);
-
+/// Runs one pair of worlds on `scenarios` (all of the same world sizes): writes each one's plan, builds the
+/// verifier on first use, launches the save world, then the load world on what was saved completely (again on the
+/// scenarios a failing rank left unstarted), and verifies what every load rank loaded.
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios,
                                             const WorldRunOptions& options);
-
-/// Real scenarios split by what the target can describe: every save and load rank of each is asked up front,
-/// so one the target answers "unsupported" for (GDP mixers where Megatron has none) is not run, with the
-/// reason; one whose description failed otherwise ends on its own (`undescribed`: failed when Megatron
-/// raised describing its own model, which is a finding, no verdict when the harness broke or ran out of
-/// time), and the rest run. `describe` keeps the target's answers for the plan, which asks again.
-struct BuildableRealScenarios {
-  std::vector<WorldScenario> runnable;
-  std::vector<std::pair<std::string, std::string>> not_run;  // name, why
-  std::vector<ScenarioOutcome> undescribed;
-  RealModelEntries describe;
-};
-BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios, const RealModelEntries& describe);
 
 }  // namespace ih

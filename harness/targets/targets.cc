@@ -148,4 +148,20 @@ std::string describe_target(const Implementation& target, const TargetSpec& spec
   return out;
 }
 
+Result<json::Json> list_megatron_mutants(const TargetSpec& spec) {
+  IH_TRY_ASSIGN(megatron, MegatronImplementation::start(megatron_options(spec)));
+  return megatron->list_mutants();
+}
+
+Result<std::unique_ptr<Implementation>> start_megatron_describer(TargetSpec spec,
+                                                                 const std::optional<std::string>& python,
+                                                                 std::chrono::milliseconds reply_timeout) {
+  spec.mutant.reset();
+  MegatronOptions options = megatron_options(spec);
+  if (python) options.python = *python;
+  options.reply_timeout = reply_timeout;
+  IH_TRY_ASSIGN(megatron, MegatronImplementation::start(options));
+  return std::unique_ptr<Implementation>(std::move(megatron));
+}
+
 }  // namespace ih

@@ -1,15 +1,22 @@
 // What a check runs against: the reference, the reference with one planted C++ mutant, or a real
 // Megatron (the installed package or a checkout) with one adapter-side mutant. One place turns the
 // command line or a repro token into an Implementation, so `--mutant NAME` means the same in every
-// command and a token replays against exactly the target it was printed for.
+// command and a token replays against exactly the target it was printed for. It also starts what else
+// a command needs of a Megatron (its mutant list, a describer of real models, the gate's real round trips).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "codec/json_codec.h"
+#include "harness/gate/real_roundtrip_runner.h"
 #include "seam/implementation.h"
 #include "seam/repro_token.h"
 
@@ -63,5 +70,33 @@ MegatronOptions megatron_options(const TargetSpec& spec);
 Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& spec);
 /// One line naming the target: for Megatron its path, version and git revision when known.
 std::string describe_target(const Implementation& target, const TargetSpec& spec);
+
+/// The adapter-side mutants of `spec`'s Megatron, as its adapter lists them: {"mutants": [{"name", "description",
+/// "spec_bug_class", "applicable", "not_applicable", "tier"}, ...]}.
+Result<json::Json> list_megatron_mutants(const TargetSpec& spec);
+
+/// An adapter of `spec`'s Megatron (its checkout, candidate and fix) without the mutant, which describes real
+/// models for a round trip's plan (its model_state_dict): a mutant is Megatron's code in a world, never in the
+/// plan. `python`: the venv python (nullopt: the default); `reply_timeout`: what a loaded machine's model builds
+/// need.
+Result<std::unique_ptr<Implementation>> start_megatron_describer(TargetSpec spec,
+                                                                 const std::optional<std::string>& python,
+                                                                 std::chrono::milliseconds reply_timeout);
+
+/// The real scenarios the gate runs (harness/roundtrip's table: `--real --all`, then the finding ones) and the
+/// directions (save ranks, load ranks) it runs them in.
+std::vector<std::string> gate_real_scenarios();
+std::vector<std::pair<std::int64_t, std::int64_t>> gate_real_directions();
+
+/// How the real round trips of one runner share worlds.
+enum class RealRoundTripBatch {
+  by_direction,  // the gate: the first scenario of a direction runs every gate scenario of it in one pair of worlds
+  by_scenario,   // a replayed token: each scenario in worlds of its own
+};
+/// A runner of the gate's real round trips (harness/roundtrip's session) for `spec`'s Megatron, its lines on
+/// `progress`. The plan's models are described by an unmutated adapter of the same Megatron with a long reply
+/// limit (a mutant is Megatron's code in the worlds only).
+gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
+                                                RealRoundTripBatch batch = RealRoundTripBatch::by_direction);
 
 }  // namespace ih

@@ -1,0 +1,28 @@
+// What the gate's real tier asks of the command that owns the round-trip worlds (the gate cannot start worlds
+// itself): a runner that saves and loads one real scenario in one direction, and what it saw. harness/targets
+// makes the runner; gate_real_roundtrips.cc judges its results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "seam/implementation.h"
+#include "seam/outcome.h"
+
+namespace ih::gate {
+
+/// One real round trip as the command's runner saw it (its scenario outcome and verifier counts).
+struct RealRoundTripResult {
+  Outcome outcome = Outcome::failed;
+  std::int64_t elements_verified = 0, wrong_elements = 0;
+  std::vector<std::string> problems;  // the named wrong elements and errors, first one first
+  std::string refused_in;             // the Megatron function a refusal raised in (ScenarioOutcome::refused_in)
+};
+/// Runs real scenario `scenario` saved by `save_ranks` and loaded by `load_ranks` with `target`'s
+/// Megatron (or reads it from the batch it already ran); handed in by the command that owns the worlds.
+using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(
+    Implementation& target, const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks)>;
+
+}  // namespace ih::gate

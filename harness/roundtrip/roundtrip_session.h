@@ -1,0 +1,80 @@
+// One round-trip session (docs/roundtrip.md), what `interop-harness roundtrip` and the gate's real tier both run:
+// describe (ask a Megatron adapter for each rank's model entries of the real scenarios), plan, run the worlds,
+// verify, report. The command line and the gate only choose the scenarios and the options, and print or judge
+// the report.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/roundtrip/world_run.h"
+#include "seam/implementation.h"
+
+namespace ih {
+
+/// Starts an adapter of the Megatron at `checkout` (nullopt: the installed package) that describes real models
+/// for the plans (its model_state_dict seam operation); harness/targets hands one in.
+using DescriberStart =
+    std::function<Result<std::unique_ptr<Implementation>>(const std::optional<std::string>& checkout)>;
+
+struct RoundTripSessionOptions {
+  /// How the worlds run: device, mutant, fault, python, timeout, progress, and the work folder, under which each
+  /// group of scenarios gets its own (gpt/, gtp/, real/). The synthetic GPT -> hybrid scenarios run on
+  /// `worlds.megatron_path` (nullopt: the installed megatron-core).
+  WorldRunOptions worlds;
+  /// Where the GDP/GTP and the real scenarios' Megatron comes from when `worlds.megatron_path` names none: the
+  /// Megatron-LM snapshot of ci/megatron-snapshot.sh, extracted if need be (`roundtrip`; without it those
+  /// scenarios are not run), or else the installed package as given (the gate: its target's Megatron).
+  bool find_snapshot = true;
+  /// The real scenarios' describer (unset: a real scenario is a harness error).
+  DescriberStart start_describer;
+};
+
+/// Runs `scenarios` (all of the same world sizes), each group in its own pair of worlds on its own Megatron. The
+/// real ones are planned from what the describer says of each rank's model: one it cannot describe is not run
+/// (unsupported) or ends alone with its own outcome. The report holds the scenarios' outcomes (those that ended
+/// before their worlds first) and the ones not run with the reason; every other scenario's line is in the
+/// progress. Errors: harness_error when nothing could run (no Megatron-LM checkout for any scenario) or the
+/// describer did not start, and a world run's own errors.
+Result<WorldRunReport> run_roundtrip_session(std::vector<WorldScenario> scenarios,
+                                             const RoundTripSessionOptions& options);
+
+/// Real scenarios split by what the target can describe: every save and load rank of each is asked up front,
+/// so one the target answers "unsupported" for (GDP mixers where Megatron has none) is not run, with the
+/// reason; one whose description failed otherwise ends on its own (`undescribed`: failed when Megatron
+/// raised describing its own model, which is a finding, no verdict when the harness broke or ran out of
+/// time), and the rest run. `describe` keeps the target's answers for the plan, which asks again.
+struct BuildableRealScenarios {
+  std::vector<WorldScenario> runnable;
+  std::vector<std::pair<std::string, std::string>> not_run;  // name, why
+  std::vector<ScenarioOutcome> undescribed;
+  RealModelEntries describe;
+};
+BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios, const RealModelEntries& describe);
+
+/// A session's work folder: the one given (kept), or a fresh one under the run's temporary folder (removed at
+/// the end).
+class WorkFolder {
+ public:
+  /// `keep`, or a fresh folder `<prefix>-XXXXXX` under the run's temporary folder (harness_error when it cannot).
+  static Result<WorkFolder> make(const std::optional<std::string>& keep, const std::string& prefix);
+  WorkFolder(WorkFolder&& other) noexcept : path_(std::move(other.path_)), keep_(other.keep_) { other.path_.clear(); }
+  WorkFolder(const WorkFolder&) = delete;
+  WorkFolder& operator=(const WorkFolder&) = delete;
+  WorkFolder& operator=(WorkFolder&&) = delete;
+  ~WorkFolder();
+  const std::filesystem::path& path() const { return path_; }
+  bool kept() const { return keep_; }
+
+ private:
+  WorkFolder(std::filesystem::path path, bool keep) : path_(std::move(path)), keep_(keep) {}
+  std::filesystem::path path_;
+  bool keep_ = false;
+};
+
+}  // namespace ih

@@ -1,0 +1,111 @@
+// The gate's real round trips (group real-roundtrips): harness/roundtrip's session for the target's Megatron,
+// one batch of worlds per direction (or per scenario, for a replayed token), each scenario's outcome handed to
+// its check.
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "harness/megatron/megatron_implementation.h"
+#include "harness/roundtrip/roundtrip_session.h"
+#include "harness/targets/targets.h"
+
+namespace ih {
+namespace {
+
+using Outcomes = std::map<std::string, gate::RealRoundTripResult>;
+
+/// One direction in the gate (each costs a pair of worlds, minutes on 2 cores, in every Megatron gate and
+/// per real-tier mutant); 2 -> 4 runs in ctest roundtrip_real_2_to_4 and with roundtrip --real.
+constexpr std::pair<std::int64_t, std::int64_t> kGateDirections[] = {{4, 2}};
+
+/// The session options of a gate's batch: the target's Megatron and mutant, a described plan.
+RoundTripSessionOptions session_options(const TargetSpec& spec, const std::filesystem::path& work,
+                                        std::ostream& progress) {
+  RoundTripSessionOptions o;
+  o.worlds.python = default_megatron_python();
+  o.worlds.megatron_path = spec.megatron_path;
+  o.worlds.mutant = spec.mutant;
+  o.worlds.work = work;
+  // One world runs every scenario of a direction (the training path imports megatron.training too): on
+  // a loaded 2-core machine 300 s was seen to run out, on a quiet one a world takes 40-90 s.
+  o.worlds.world_timeout_s = 900;
+  o.worlds.progress = [&progress](const std::string& line) {
+    if (line.rfind("  [", 0) != 0) progress << "INFO: real round trips: " << line << "\n" << std::flush;
+  };
+  o.find_snapshot = false;  // the target's Megatron, as given
+  // A reply limit a loaded machine's model builds fit (the target's 60 s ran out at load average ~360 while it
+  // described a pipeline stage).
+  o.start_describer = [spec](const std::optional<std::string>& checkout) {
+    TargetSpec describer = spec;
+    describer.megatron_path = checkout;
+    return start_megatron_describer(describer, std::nullopt, std::chrono::seconds(300));
+  };
+  return o;
+}
+
+/// Each scenario's result of a session's report; a fault of the run stands beside every scenario without a pass.
+Outcomes outcomes_of(const WorldRunReport& report) {
+  Outcomes out;
+  for (const auto& [name, why] : report.not_run) out[name] = {Outcome::not_run, 0, 0, {why}};
+  for (const ScenarioOutcome& s : report.scenarios)
+    out[s.name] = {s.outcome, s.elements_verified, s.wrong_elements, s.problems, s.refused_in};
+  for (const std::string& fault : report.faults)
+    for (auto& [name, r] : out)
+      if (r.outcome != Outcome::passed && r.outcome != Outcome::not_run) r.problems.push_back(fault);
+  return out;
+}
+
+Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string>& names, std::int64_t a,
+                           std::int64_t b, std::ostream& progress) {
+  std::vector<WorldScenario> scenarios;
+  for (const std::string& name : names) {
+    IH_TRY_ASSIGN(s, make_world_scenario(name, a, b));
+    scenarios.push_back(std::move(s));
+  }
+  IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
+  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios), session_options(spec, work.path(), progress)));
+  return outcomes_of(report);
+}
+
+/// The batches one runner ran, by (save ranks, load ranks, scenario: empty for a whole direction).
+struct RealRoundTrips {
+  TargetSpec spec;
+  std::ostream* progress = nullptr;
+  RealRoundTripBatch batch = RealRoundTripBatch::by_direction;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::string>, Result<Outcomes>> batches;
+
+  const Result<Outcomes>& batch_of(const std::string& scenario, std::int64_t a, std::int64_t b) {
+    const bool whole = batch == RealRoundTripBatch::by_direction;
+    const auto key = std::make_tuple(a, b, whole ? std::string() : scenario);
+    auto it = batches.find(key);
+    if (it == batches.end())
+      it = batches.emplace(key, run_batch(spec, whole ? gate_real_scenarios() : std::vector{scenario}, a, b, *progress))
+               .first;
+    return it->second;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> gate_real_scenarios() { return gate_real_scenario_names(); }
+
+std::vector<std::pair<std::int64_t, std::int64_t>> gate_real_directions() {
+  return {std::begin(kGateDirections), std::end(kGateDirections)};
+}
+
+gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
+                                                RealRoundTripBatch batch) {
+  auto runs = std::make_shared<RealRoundTrips>();
+  runs->spec = spec, runs->progress = &progress, runs->batch = batch;
+  return [runs](Implementation&, const std::string& scenario, std::int64_t a,
+                std::int64_t b) -> Result<gate::RealRoundTripResult> {
+    const Result<Outcomes>& outcomes = runs->batch_of(scenario, a, b);
+    if (!outcomes.ok()) return outcomes.error();
+    const auto found = outcomes->find(scenario);
+    if (found == outcomes->end())
+      return make_error(seam_kind::harness_error, "the real round-trip batch has no outcome for " + scenario);
+    return found->second;
+  };
+}
+
+}  // namespace ih
