@@ -50,6 +50,7 @@ all=$(cat "$out" "$err")
 case "$case_name" in
   mutant)
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    grep -q '"reason":"misplaced: rank 0: ' "$out" || fail "the failing scenario's JSON names no reason"
     grep -q '"elements_verified":0,' "$out" && fail "nothing was verified"
     echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
     echo "$all" | grep -q 'misplaced: rank 0: .*decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "harness/roundtrip/writer_check.h"
@@ -158,256 +159,300 @@ torch::jit::IValue load_pt(const std::string& path) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The command line: --dir SCENARIO_DIR --ranks B [--save-result FILE --scenario NAME] [--show N].
+struct Args {
   std::string dir, save_result, scenario;
   int ranks = 0;
   std::size_t show = 10;
+};
+
+/// The arguments, or the exit code of a bad command line (2, the message printed).
+std::variant<Args, int> parse_args(int argc, char** argv) {
+  Args a;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "ERROR: invalid_argument: " << a << " needs a value\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--dir")
-      dir = next();
-    else if (a == "--ranks")
-      ranks = std::stoi(next());
-    else if (a == "--save-result")
-      save_result = next();
-    else if (a == "--scenario")
-      scenario = next();
-    else if (a == "--show")
-      show = static_cast<std::size_t>(std::stoul(next()));
-    else {
-      std::cerr << "ERROR: invalid_argument: unknown flag " << a << "\n";
+    const std::string flag = argv[i];
+    if (flag != "--dir" && flag != "--ranks" && flag != "--save-result" && flag != "--scenario" && flag != "--show") {
+      std::cerr << "ERROR: invalid_argument: unknown flag " << flag << "\n";
       return 2;
     }
+    if (i + 1 >= argc) {
+      std::cerr << "ERROR: invalid_argument: " << flag << " needs a value\n";
+      return 2;
+    }
+    const std::string value = argv[++i];
+    if (flag == "--dir") a.dir = value;
+    if (flag == "--ranks") a.ranks = std::stoi(value);
+    if (flag == "--save-result") a.save_result = value;
+    if (flag == "--scenario") a.scenario = value;
+    if (flag == "--show") a.show = static_cast<std::size_t>(std::stoul(value));
   }
-  if (dir.empty() || ranks < 1) {
+  if (a.dir.empty() || a.ranks < 1) {
     std::cerr << "usage: ih_roundtrip_verifier --dir SCENARIO_DIR --ranks B [--save-result FILE --scenario NAME]\n";
     return 2;
   }
+  return a;
+}
+
+/// One loaded tensor, kept so duplicates can be told from misplaced elements afterwards.
+struct Held {
+  int rank;
+  std::vector<std::int64_t> expected;
+  at::Tensor got;
+};
+
+/// What the checks found: counts per kind of wrong element, the wrong elements in order, what was compared.
+struct Findings {
+  std::map<std::string, std::int64_t> counts;
+  std::vector<Wrong> wrong;
+  std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
+  double compare_seconds = 0;  // the element comparisons alone (no file reading)
+  std::vector<std::string> notes;
+  std::vector<Held> held;
+  /// Wrong elements by the path's first component (a model chunk, "optimizer"): a real round trip's
+  /// optimizer moments are told apart from its weights at a glance.
+  std::map<std::string, std::int64_t> by_part;
+
+  void count(const std::string& kind, const std::string& path, std::int64_t n = 1) {
+    counts[kind] += n;
+    by_part[path.substr(0, path.find('.'))] += n;
+  }
+};
+
+/// The kind of a wrong element: a pad that is not zero, a sentinel never overwritten, a fresh entry changed, an
+/// element of the oracle in the wrong place (duplicated: decided once all is read), or no oracle value at all.
+std::string wrong_kind(const Verifier& v, std::int64_t want, std::int64_t got, bool fresh) {
+  if (want == 0) return "nonzero_pad";
+  if (got == kSentinel) return "dropped";
+  if (fresh) return "fresh_changed";
+  if (v.is_oracle_value(got)) return "misplaced";
+  return "garbage";
+}
+
+/// Compares one loaded tensor of rank r with its oracle entry `t`, element by element.
+void check_tensor(const Verifier& v, int r, const Json& t, const std::map<std::string, torch::jit::IValue>& by_path,
+                  Findings& f) {
+  const std::string path = t.at("path");
+  const auto local = t.at("local_shape").get<std::vector<std::int64_t>>();
+  const bool fresh = t.at("fresh");
+  std::vector<std::int64_t> want = v.expected(local, t.at("segments"));
+  const auto n = static_cast<std::int64_t>(want.size());
+  ++f.tensors;
+  const auto it = by_path.find(path);
+  if (it == by_path.end() || !it->second.isTensor()) {
+    f.count("missing", path, n), f.compared += n;
+    f.wrong.push_back({"missing", r, path, want.empty() ? 0 : want[0], 0, {}});
+    return;
+  }
+  at::Tensor got = it->second.toTensor().contiguous();
+  if (got.scalar_type() != at::kLong || got.sizes().vec() != local) {
+    f.count("shape", path, n), f.compared += n;
+    f.wrong.push_back({"shape", r, path, 0, 0, got.sizes().vec()});
+    return;
+  }
+  const std::int64_t* g = got.data_ptr<std::int64_t>();
+  const auto compare_started = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    ++f.compared;
+    if (g[i] == want[i]) continue;
+    const std::string kind = wrong_kind(v, want[i], g[i], fresh);
+    f.count(kind, path);
+    std::vector<std::int64_t> idx(local.size());
+    std::int64_t rem = static_cast<std::int64_t>(i);
+    for (std::size_t d = local.size(); d-- > 0;) idx[d] = rem % local[d], rem /= local[d];
+    f.wrong.push_back({kind, r, path, want[i], g[i], idx});
+  }
+  f.compare_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compare_started).count();
+  f.held.push_back({r, std::move(want), got});
+}
+
+/// Rank r's loaded objects against their oracle strings.
+void check_objects(int r, const Json& oracle, const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
+  for (const auto& o : oracle.at("objects")) {
+    ++f.objects;
+    const auto it = by_path.find(o.at("path").get<std::string>());
+    const std::string want = o.at("expected");
+    if (it != by_path.end() && it->second.isString() && it->second.toStringRef() == want) continue;
+    ++f.counts["object"];
+    f.wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
+    f.notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
+                      want + ", holds " +
+                      (it == by_path.end()     ? "nothing"
+                       : it->second.isString() ? it->second.toStringRef()
+                                               : "a non-string"));
+  }
+}
+
+/// Rank r's loaded common values against what the save world wrote.
+void check_plain(int r, const Json& oracle, const Json& catalogue,
+                 const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
+  for (const auto& p : oracle.at("plain")) {
+    const std::string path = p.at("path");
+    if (!catalogue.at("saved_plain").contains(path)) continue;
+    ++f.plain;
+    const auto it = by_path.find(path);
+    const Json saved = Json::parse(catalogue.at("saved_plain").at(path).get<std::string>());
+    bool same = false;
+    if (it != by_path.end() && it->second.isString() && it->second.toStringRef().rfind("json:", 0) == 0)
+      same = Json::parse(it->second.toStringRef().substr(5), nullptr, false) == saved;
+    if (same) continue;
+    ++f.counts["plain"];
+    f.notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " +
+                      saved.dump());
+  }
+}
+
+/// Everything load rank r loaded (loaded_rank_<r>.pt) against its oracle (oracle_rank_<r>.json).
+void check_rank(const Verifier& v, const Json& catalogue, const std::string& dir, int r, Findings& f) {
+  const Json oracle = read_json(dir + "/oracle_rank_" + std::to_string(r) + ".json");
+  const std::string pt = dir + "/loaded_rank_" + std::to_string(r) + ".pt";
+  const torch::jit::IValue loaded = load_pt(pt);
+  if (!loaded.isGenericDict()) throw CannotVerify(pt + " does not hold a dict");
+  std::map<std::string, torch::jit::IValue> by_path;
+  for (const auto& item : loaded.toGenericDict()) by_path.emplace(item.key().toStringRef(), item.value());
+  for (const auto& t : oracle.at("tensors")) check_tensor(v, r, t, by_path, f);
+  check_objects(r, oracle, by_path, f);
+  check_plain(r, oracle, catalogue, by_path, f);
+}
+
+/// A wrong element holding an oracle value that is also held correctly somewhere is a duplicate.
+void tell_duplicates(Findings& f) {
+  if (f.counts["misplaced"] == 0) return;
+  std::unordered_set<std::int64_t> right;
+  for (const Held& h : f.held) {
+    const std::int64_t* g = h.got.data_ptr<std::int64_t>();
+    for (std::size_t i = 0; i < h.expected.size(); ++i)
+      if (g[i] == h.expected[i] && g[i] > 0) right.insert(g[i]);
+  }
+  for (Wrong& w : f.wrong)
+    if (w.kind == "misplaced" && right.count(w.got))
+      w.kind = "duplicated", --f.counts["misplaced"], ++f.counts["duplicated"];
+}
+
+/// Exactly one writer per chunk: the DCP metadata against the main replicas of the plan, or against the chunk's
+/// holders where the plan lists them (a fully parallel save hands a replica to any one of them). Returns how
+/// many chunks it checked.
+std::int64_t check_chunk_writers(const Args& a, const Json& catalogue, Findings& f) {
+  if (a.save_result.empty()) return 0;
+  const Json saved = read_json(a.save_result);
+  const Json* listed = nullptr;
+  for (const auto& s : saved.at("scenarios"))
+    if (s.value("name", "") == a.scenario && s.contains("writers")) listed = &s.at("writers");
+  if (!listed) throw CannotVerify(a.save_result + " lists no writers for scenario " + a.scenario);
+  std::set<std::string> catalogue_keys;
+  for (const char* list : {"keys", "aliases"})
+    for (const auto& k : catalogue.at(list)) catalogue_keys.insert(k.at("key").get<std::string>());
+  const ih::WriterCheck writers = ih::check_writers(catalogue.at("writers"), *listed, catalogue_keys);
+  if (writers.wrong) f.counts["writer"] += writers.wrong;
+  for (const std::string& line : writers.notes)
+    if (f.notes.size() < 50) f.notes.push_back(line);
+  return writers.checked;
+}
+
+/// One line naming a wrong element by key, rank and global index.
+std::string wrong_line(const Verifier& v, const Wrong& w) {
+  const std::string rank = "rank " + std::to_string(w.rank) + ": ";
+  if (w.kind == "missing") return rank + w.path + " was not loaded (should hold " + v.describe(w.expected) + " ...)";
+  if (w.kind == "shape") return rank + w.path + " loaded with shape " + list_text(w.local) + " or a non-int64 dtype";
+  const std::string where = w.kind == "nonzero_pad" ? "pad element (local " + list_text(w.local) + ")"
+                                                    : v.describe(w.expected) + " (local " + list_text(w.local) + ")";
+  return w.kind + ": " + rank + w.path + ": " + where + " holds " + v.describe(w.got);
+}
+
+/// The first `show` wrong elements (at most two per loaded tensor, so several show), then the notes.
+Json first_wrong(const Verifier& v, const Findings& f, std::size_t show) {
+  Json first = Json::array();
+  std::map<std::string, int> shown_per_path;
+  for (const Wrong& w : f.wrong) {
+    if (first.size() >= show) break;
+    if (++shown_per_path[std::to_string(w.rank) + w.path] > 2) continue;
+    if (w.kind != "object") first.push_back(wrong_line(v, w));
+  }
+  for (const auto& n : f.notes)
+    if (first.size() < show + 10) first.push_back(n);
+  return first;
+}
+
+/// The baseline of the same run: a memcpy of the same loaded bytes (best of three), against the comparisons
+/// alone; the ratio says how far the checker is from reading the bytes once.
+double memcpy_seconds(const std::vector<Held>& held) {
+  std::int64_t total = 0;
+  for (const Held& h : held) total += h.got.numel();
+  std::vector<std::int64_t> buffer(static_cast<std::size_t>(total));
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    const auto copy_started = std::chrono::steady_clock::now();
+    std::int64_t* to = buffer.data();
+    for (const Held& h : held) {
+      std::memcpy(to, h.got.data_ptr<std::int64_t>(), static_cast<std::size_t>(h.got.numel()) * sizeof(std::int64_t));
+      to += h.got.numel();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_started).count();
+    best = round == 0 ? took : std::min(best, took);
+  }
+  return best;
+}
+
+/// The verdict: ok, the counts, the first wrong elements, what was checked and the checker's own speed.
+Json verdict(const Verifier& v, Findings& f, std::int64_t writers_checked, std::size_t show, double seconds) {
+  std::int64_t wrong_elements = 0;
+  for (const auto& [kind, n] : f.counts)
+    if (kind != "object" && kind != "plain" && kind != "writer") wrong_elements += n;
+  std::int64_t problems = wrong_elements;
+  for (const char* k : {"object", "plain", "writer"}) problems += f.counts.count(k) ? f.counts[k] : 0;
+  Json nonzero = Json::object();
+  for (const auto& [kind, n] : f.counts)
+    if (n != 0) nonzero[kind] = n;
+  const double copy_seconds = memcpy_seconds(f.held);
+  return Json{{"ok", problems == 0 && f.compared > 0},
+              {"elements_verified", f.compared - (wrong_elements - f.counts["uncovered"])},
+              {"elements_compared", f.compared},
+              {"wrong_elements", wrong_elements},
+              {"counts", nonzero},
+              {"wrong_by_part", f.by_part},
+              {"first", first_wrong(v, f, show)},
+              {"tensors_checked", f.tensors},
+              {"objects_checked", f.objects},
+              {"plain_checked", f.plain},
+              {"writers_checked", writers_checked},
+              {"seconds", seconds},
+              {"elements_per_second", seconds > 0 ? static_cast<double>(f.compared) / seconds : 0.0},
+              {"compare_seconds", f.compare_seconds},
+              {"memcpy_seconds", copy_seconds},
+              {"compare_vs_memcpy", f.compare_seconds > 0 ? copy_seconds / f.compare_seconds : 0.0}};
+}
+
+/// Checks the scenario in `a.dir`; throws CannotVerify where a file is missing or unreadable.
+Json verify(const Args& a) {
   const auto started = std::chrono::steady_clock::now();
+  const Json catalogue = read_json(a.dir + "/catalogue.json");
+  const Verifier v(catalogue);
+  Findings f;
+  for (int r = 0; r < a.ranks; ++r) check_rank(v, catalogue, a.dir, r, f);
+  tell_duplicates(f);
+  if (const std::int64_t uncovered = catalogue.value("uncovered_elements", std::int64_t{0}); uncovered > 0) {
+    f.counts["uncovered"] += uncovered;
+    f.notes.push_back(std::to_string(uncovered) + " saved elements are read by no load rank");
+  }
+  const std::int64_t writers_checked = check_chunk_writers(a, catalogue, f);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return verdict(v, f, writers_checked, a.show, seconds);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto parsed = parse_args(argc, argv);
+  if (const int* code = std::get_if<int>(&parsed)) return *code;
   Json out{{"ok", false}, {"elements_verified", 0}, {"wrong_elements", 0}};
   try {
-    const Json catalogue = read_json(dir + "/catalogue.json");
-    Verifier v(catalogue);
-    std::map<std::string, std::int64_t> counts;
-    std::vector<Wrong> wrong;
-    std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
-    double compare_seconds = 0;  // the element comparisons alone (no file reading)
-    std::vector<std::string> notes;
-    // Loaded data is kept so duplicates can be told from misplaced elements afterwards.
-    struct Held {
-      int rank;
-      std::vector<std::int64_t> expected;
-      at::Tensor got;
-    };
-    std::vector<Held> held;
-    // Wrong elements by the path's first component (a model chunk, "optimizer"): a real round trip's
-    // optimizer moments are told apart from its weights at a glance.
-    std::map<std::string, std::int64_t> by_part;
-    const auto part_of = [](const std::string& path) { return path.substr(0, path.find('.')); };
-    for (int r = 0; r < ranks; ++r) {
-      const Json oracle = read_json(dir + "/oracle_rank_" + std::to_string(r) + ".json");
-      const std::string pt = dir + "/loaded_rank_" + std::to_string(r) + ".pt";
-      const torch::jit::IValue loaded = load_pt(pt);
-      if (!loaded.isGenericDict()) throw CannotVerify(pt + " does not hold a dict");
-      std::map<std::string, torch::jit::IValue> by_path;
-      for (const auto& item : loaded.toGenericDict()) by_path.emplace(item.key().toStringRef(), item.value());
-      for (const auto& t : oracle.at("tensors")) {
-        const std::string path = t.at("path");
-        const auto local = t.at("local_shape").get<std::vector<std::int64_t>>();
-        const bool fresh = t.at("fresh");
-        std::vector<std::int64_t> want = v.expected(local, t.at("segments"));
-        ++tensors;
-        const auto it = by_path.find(path);
-        if (it == by_path.end() || !it->second.isTensor()) {
-          counts["missing"] += static_cast<std::int64_t>(want.size());
-          by_part[part_of(path)] += static_cast<std::int64_t>(want.size());
-          compared += static_cast<std::int64_t>(want.size());
-          wrong.push_back({"missing", r, path, want.empty() ? 0 : want[0], 0, {}});
-          continue;
-        }
-        at::Tensor got = it->second.toTensor().contiguous();
-        if (got.scalar_type() != at::kLong || got.sizes().vec() != local) {
-          counts["shape"] += static_cast<std::int64_t>(want.size());
-          by_part[part_of(path)] += static_cast<std::int64_t>(want.size());
-          compared += static_cast<std::int64_t>(want.size());
-          wrong.push_back({"shape", r, path, 0, 0, got.sizes().vec()});
-          continue;
-        }
-        const std::int64_t* g = got.data_ptr<std::int64_t>();
-        const auto compare_started = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          ++compared;
-          if (g[i] == want[i]) continue;
-          std::string kind;
-          if (want[i] == 0)
-            kind = "nonzero_pad";
-          else if (g[i] == kSentinel)
-            kind = "dropped";
-          else if (fresh)
-            kind = "fresh_changed";
-          else if (v.is_oracle_value(g[i]))
-            kind = "misplaced";  // duplicated: decided below
-          else
-            kind = "garbage";
-          ++counts[kind];
-          ++by_part[part_of(path)];
-          std::vector<std::int64_t> idx;
-          std::int64_t rem = static_cast<std::int64_t>(i);
-          idx.resize(local.size());
-          for (std::size_t d = local.size(); d-- > 0;) idx[d] = rem % local[d], rem /= local[d];
-          wrong.push_back({kind, r, path, want[i], g[i], idx});
-        }
-        compare_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compare_started).count();
-        held.push_back({r, std::move(want), got});
-      }
-      for (const auto& o : oracle.at("objects")) {
-        ++objects;
-        const auto it = by_path.find(o.at("path").get<std::string>());
-        const std::string want = o.at("expected");
-        if (it == by_path.end() || !it->second.isString() || it->second.toStringRef() != want) {
-          ++counts["object"];
-          wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
-          notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
-                          want + ", holds " +
-                          (it == by_path.end()     ? "nothing"
-                           : it->second.isString() ? it->second.toStringRef()
-                                                   : "a non-string"));
-        }
-      }
-      for (const auto& p : oracle.at("plain")) {
-        const std::string path = p.at("path");
-        if (!catalogue.at("saved_plain").contains(path)) continue;
-        ++plain;
-        const auto it = by_path.find(path);
-        const Json saved = Json::parse(catalogue.at("saved_plain").at(path).get<std::string>());
-        bool same = false;
-        if (it != by_path.end() && it->second.isString() && it->second.toStringRef().rfind("json:", 0) == 0)
-          same = Json::parse(it->second.toStringRef().substr(5), nullptr, false) == saved;
-        if (!same) {
-          ++counts["plain"];
-          notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " +
-                          saved.dump());
-        }
-      }
-    }
-    // A wrong element holding an oracle value that is also held correctly somewhere is a duplicate.
-    if (counts["misplaced"] > 0) {
-      std::unordered_set<std::int64_t> right;
-      for (const Held& h : held) {
-        const std::int64_t* g = h.got.data_ptr<std::int64_t>();
-        for (std::size_t i = 0; i < h.expected.size(); ++i)
-          if (g[i] == h.expected[i] && g[i] > 0) right.insert(g[i]);
-      }
-      for (Wrong& w : wrong)
-        if (w.kind == "misplaced" && right.count(w.got))
-          w.kind = "duplicated", --counts["misplaced"], ++counts["duplicated"];
-    }
-    const std::int64_t uncovered = catalogue.value("uncovered_elements", std::int64_t{0});
-    if (uncovered > 0) {
-      counts["uncovered"] += uncovered;
-      notes.push_back(std::to_string(uncovered) + " saved elements are read by no load rank");
-    }
-    // Exactly one writer per chunk: the DCP metadata against the main replicas of the plan, or against the
-    // chunk's holders where the plan lists them (a fully parallel save hands a replica to any one of them).
-    std::int64_t writers_checked = 0;
-    if (!save_result.empty()) {
-      const Json saved = read_json(save_result);
-      const Json* listed = nullptr;
-      for (const auto& s : saved.at("scenarios"))
-        if (s.value("name", "") == scenario && s.contains("writers")) listed = &s.at("writers");
-      if (!listed) throw CannotVerify(save_result + " lists no writers for scenario " + scenario);
-      std::set<std::string> catalogue_keys;
-      for (const char* list : {"keys", "aliases"})
-        for (const auto& k : catalogue.at(list)) catalogue_keys.insert(k.at("key").get<std::string>());
-      const ih::WriterCheck writers = ih::check_writers(catalogue.at("writers"), *listed, catalogue_keys);
-      writers_checked = writers.checked;
-      if (writers.wrong) counts["writer"] += writers.wrong;
-      for (const std::string& line : writers.notes)
-        if (notes.size() < 50) notes.push_back(line);
-    }
-    std::int64_t wrong_elements = 0;
-    for (const auto& [kind, n] : counts)
-      if (kind != "object" && kind != "plain" && kind != "writer") wrong_elements += n;
-    Json first = Json::array();
-    std::map<std::string, int> shown_per_path;  // at most two per loaded tensor, so several show
-    for (const Wrong& w : wrong) {
-      if (first.size() >= show) break;
-      if (++shown_per_path[std::to_string(w.rank) + w.path] > 2) continue;
-      if (w.kind == "missing") {
-        first.push_back("rank " + std::to_string(w.rank) + ": " + w.path + " was not loaded (should hold " +
-                        v.describe(w.expected) + " ...)");
-      } else if (w.kind == "shape") {
-        first.push_back("rank " + std::to_string(w.rank) + ": " + w.path + " loaded with shape " + list_text(w.local) +
-                        " or a non-int64 dtype");
-      } else if (w.kind != "object") {
-        const std::string where = w.kind == "nonzero_pad"
-                                      ? "pad element (local " + list_text(w.local) + ")"
-                                      : v.describe(w.expected) + " (local " + list_text(w.local) + ")";
-        first.push_back(w.kind + ": rank " + std::to_string(w.rank) + ": " + w.path + ": " + where + " holds " +
-                        v.describe(w.got));
-      }
-    }
-    for (const auto& n : notes)
-      if (first.size() < show + 10) first.push_back(n);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::int64_t problems = wrong_elements;
-    for (const char* k : {"object", "plain", "writer"}) problems += counts.count(k) ? counts[k] : 0;
-    out["ok"] = problems == 0 && compared > 0;
-    out["elements_verified"] = compared - (wrong_elements - counts["uncovered"]);
-    out["elements_compared"] = compared;
-    out["wrong_elements"] = wrong_elements;
-    Json nonzero = Json::object();
-    for (const auto& [kind, n] : counts)
-      if (n != 0) nonzero[kind] = n;
-    out["counts"] = nonzero;
-    out["wrong_by_part"] = by_part;
-    out["first"] = first;
-    out["tensors_checked"] = tensors;
-    out["objects_checked"] = objects;
-    out["plain_checked"] = plain;
-    out["writers_checked"] = writers_checked;
-    out["seconds"] = seconds;
-    out["elements_per_second"] = seconds > 0 ? static_cast<double>(compared) / seconds : 0.0;
-    // The baseline of the same run: a memcpy of the same loaded bytes (best of three), against the
-    // comparisons alone; the ratio says how far the checker is from reading the bytes once.
-    double copy_seconds = 0;
-    {
-      std::int64_t total = 0;
-      for (const Held& h : held) total += h.got.numel();
-      std::vector<std::int64_t> buffer(static_cast<std::size_t>(total));
-      for (int round = 0; round < 3; ++round) {
-        const auto copy_started = std::chrono::steady_clock::now();
-        std::int64_t* to = buffer.data();
-        for (const Held& h : held) {
-          std::memcpy(to, h.got.data_ptr<std::int64_t>(),
-                      static_cast<std::size_t>(h.got.numel()) * sizeof(std::int64_t));
-          to += h.got.numel();
-        }
-        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_started).count();
-        copy_seconds = round == 0 ? took : std::min(copy_seconds, took);
-      }
-    }
-    out["compare_seconds"] = compare_seconds;
-    out["memcpy_seconds"] = copy_seconds;
-    out["compare_vs_memcpy"] = compare_seconds > 0 ? copy_seconds / compare_seconds : 0.0;
+    out = verify(std::get<Args>(parsed));
     std::cout << out.dump() << "\n";
     return out["ok"].get<bool>() ? 0 : 1;
   } catch (const CannotVerify& e) {
     out["error"] = {{"kind", "cannot_verify"}, {"message", e.what()}};
-    std::cout << out.dump() << "\n";
-    return 3;
   } catch (const std::exception& e) {
     out["error"] = {{"kind", "harness_error"}, {"message", e.what()}};
-    std::cout << out.dump() << "\n";
-    return 3;
   }
+  std::cout << out.dump() << "\n";
+  return 3;
 }
