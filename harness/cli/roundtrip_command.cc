@@ -211,7 +211,7 @@ json::Json scenario_json(const ScenarioOutcome& s) {
   json::Json out{{"name", s.name},
                  {"save_ranks", s.save_ranks},
                  {"load_ranks", s.load_ranks},
-                 {"device", s.device},
+                 {"device", to_string(s.device)},
                  {"ok", s.ok()},
                  {"elements_verified", s.elements_verified},
                  {"wrong_elements", s.wrong_elements},
@@ -260,9 +260,9 @@ void print_worlds(std::ostream& line, const json::Json& d) {
 std::string scenario_text(const ScenarioOutcome& s) {
   std::ostringstream line;
   line << std::fixed << std::setprecision(2) << verdict_word(s.outcome) << " " << s.name << ": save " << s.save_layout
-       << " -> load " << s.load_layout << " on " << s.device << ": " << s.elements_verified << " elements verified, "
-       << s.wrong_elements << " wrong; save " << s.save_seconds << " s, load " << s.load_seconds << " s; peak "
-       << mib(s.peak_bytes_per_rank) << " per rank";
+       << " -> load " << s.load_layout << " on " << to_string(s.device) << ": " << s.elements_verified
+       << " elements verified, " << s.wrong_elements << " wrong; save " << s.save_seconds << " s, load "
+       << s.load_seconds << " s; peak " << mib(s.peak_bytes_per_rank) << " per rank";
   const auto& d = s.details;
   if (d.contains("verifier")) print_verifier(line, d["verifier"]);
   if (d.value("scenario_seconds_load", 0.0) > 0)

@@ -89,7 +89,7 @@ Result<RealModelEntries> describe_real_scenarios(Groups& g, const std::optional<
     report.not_run.emplace_back(std::move(name), std::move(why));
   }
   for (ScenarioOutcome& u : split.undescribed) {
-    u.device = std::string(to_string(o.device));
+    u.device = o.device;
     report.scenarios.push_back(std::move(u));
   }
   g.real = std::move(split.runnable);

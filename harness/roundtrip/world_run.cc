@@ -207,8 +207,7 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
   // 2. The verifier (built on first use) before any world starts.
   IH_TRY_ASSIGN(verifier, ensure_roundtrip_verifier(o.progress));
   std::map<std::string, ScenarioOutcome> out;
-  for (const WorldScenario& s : scenarios)
-    (out[s.name] = outcome_before_running(s)).device = std::string(to_string(o.device));
+  for (const WorldScenario& s : scenarios) (out[s.name] = outcome_before_running(s)).device = o.device;
 
   // 3. The save world.
   const std::int64_t save_ranks = scenarios[0].save.ranks();

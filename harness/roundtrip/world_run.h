@@ -52,7 +52,8 @@ struct WorldRunOptions {
 };
 
 struct ScenarioOutcome {
-  std::string name, description, save_layout, load_layout, device;
+  std::string name, description, save_layout, load_layout;
+  Device device = Device::cpu;
   std::int64_t save_ranks = 0, load_ranks = 0;
   /// passed: every element verified; failed: wrong elements, Megatron raised, a rank died, a damaged
   /// checkpoint; not_run: Megatron cannot run here (a CUDA-type error); harness_error: a worker failed
