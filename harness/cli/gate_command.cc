@@ -263,6 +263,8 @@ int gate_command(const std::vector<std::string>& argv) {
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
   if (args->list_mutants) return list_mutants(*spec, args->json);
+  // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
+  if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
   if (args->report) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
