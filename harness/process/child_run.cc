@@ -38,7 +38,8 @@ Result<ChildOutputs> open_outputs() {
   out.stderr_path = temp_dir() + "/interop-harness-stderr-XXXXXX";
   out.stderr_fd = mkostemp(out.stderr_path.data(), O_CLOEXEC);
   if (out.stderr_fd < 0)
-    return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error,
+                      "cannot create a stderr file under " + temp_dir() + " ($TMPDIR): " + std::strerror(errno));
   int from_child[2];
   if (pipe2(from_child, O_CLOEXEC) != 0) {
     const Error error =
