@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "harness/megatron/adapter_mutants.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "seam/outcome.h"
 
@@ -58,6 +60,8 @@ class FakeAdapter {
     }
     return std::move(*client);
   }
+  /// A scratch folder of this test's own.
+  const std::string& folder() const { return dir_; }
   /// The adapter's arguments (JSON), then every request line it read.
   std::vector<std::string> logged() const {
     std::ifstream in(log_path());
@@ -285,6 +289,36 @@ TEST(MegatronClientReplies, LaterRequestsGetTheirOwnRepliesAfterAnError) {
   ASSERT_TRUE(listed.ok()) << listed.error().message;
   EXPECT_EQ((*listed)["mutants"][0]["name"], "maps_accept_mixed");
   EXPECT_EQ(request(fake.logged().back()), (nlohmann::json{{"op", "mutants"}}));
+}
+
+// ---- the mutant names, read without starting the adapter ---------------------------------------------------
+
+TEST(AdapterMutantNames, AreTheTablesReadWithoutTorch) {
+  MegatronOptions options;
+  options.python = "/usr/bin/python3";               // no torch there: the listing must not need it
+  const auto names = adapter_mutant_names(options);  // the source tree's adapter.py
+  ASSERT_TRUE(names.ok()) << names.error().message;
+  EXPECT_NE(std::find(names->begin(), names->end(), "maps_accept_mixed"), names->end());
+  EXPECT_NE(std::find(names->begin(), names->end(), "candidate_no_zero_fill"), names->end());
+  EXPECT_EQ(std::find(names->begin(), names->end(), ""), names->end());
+}
+
+TEST(AdapterMutantNames, AListingThatCannotRunIsAHarnessError) {
+  MegatronOptions options;
+  options.python = "/nonexistent/venv/bin/python";
+  const auto no_python = adapter_mutant_names(options);
+  ASSERT_FALSE(no_python.ok());
+  EXPECT_EQ(no_python.error().kind, seam_kind::harness_error);
+  EXPECT_TRUE(contains(no_python.error().message, "/nonexistent/venv/bin/python")) << no_python.error().message;
+  options.python = "/usr/bin/python3";
+  for (const std::string body : {"import sys\nprint('a broken table', file=sys.stderr)\nsys.exit(1)\n", "\n"}) {
+    FakeAdapter scratch;  // for its folder
+    options.adapter = scratch.folder() + "/adapter.py";
+    std::ofstream(options.adapter) << body;
+    const auto failing = adapter_mutant_names(options);
+    ASSERT_FALSE(failing.ok()) << body;  // exit 1, or no names at all
+    EXPECT_EQ(failing.error().kind, seam_kind::harness_error);
+  }
 }
 
 }  // namespace
