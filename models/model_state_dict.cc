@@ -97,6 +97,7 @@ Status validate_model_dump(const ModelDumpSpec& spec, std::int64_t rank) {
   IH_TRY_ASSIGN(parsed, pattern::parse(spec.pattern));
   const std::string main = parsed.main.value_or("");
   if (main.empty()) return bad("pattern '" + spec.pattern + "' has no layers");
+  if (main.find(pattern::kMamba) != std::string::npos) IH_TRY_STATUS(validate_mamba_layout(spec.config, layout));
   const std::int64_t segments = pattern::pipeline_segment_count(main);
   if (segments > 1 && spec.sizes.pp == 1)  // virtual stages need an interleaved schedule, which needs PP > 1
     return bad("pattern '" + spec.pattern + "' has " + std::to_string(segments) +

@@ -77,6 +77,11 @@ TEST(ModelDump, InvalidConfigurationsAreTypedErrors) {
   experts.config.num_experts = 4, experts.sizes.ep = 3;
   EXPECT_NE(validate_model_dump(experts, 0).error().message.find("num_experts by ep"), std::string::npos);
   EXPECT_FALSE(rank_layout({.tp = 0}, 0).ok());
+  ModelDumpSpec tp8;  // 4 Mamba groups: only a model with Mamba layers is refused at TP 8
+  tp8.sizes.tp = 8;
+  EXPECT_TRUE(validate_model_dump(tp8, 7).ok());
+  tp8.model = ModelKind::hybrid, tp8.pattern = "M*-";
+  EXPECT_NE(validate_model_dump(tp8, 7).error().message.find("mamba_groups by tp"), std::string::npos);
 }
 
 TEST(ModelDump, DumpsTheRankOfTheLayout) {

@@ -441,13 +441,16 @@ Status validate_layout(const ModelConfig& c, const RankLayout& l) {
   IH_TRY_STATUS(require_divides(l.tp, c.num_query_groups, "num_query_groups by tp"));
   IH_TRY_STATUS(require_divides(l.tp, c.ffn_hidden, "ffn_hidden by tp"));
   IH_TRY_STATUS(require_divides(l.tp, c.vocab, "vocab by tp"));
-  IH_TRY_STATUS(require_divides(l.tp, c.mamba_heads, "mamba_heads by tp"));
-  IH_TRY_STATUS(require_divides(l.tp, c.mamba_groups, "mamba_groups by tp"));
   if (c.num_experts > 0) {
     IH_TRY_STATUS(require_divides(l.ep, c.num_experts, "num_experts by ep"));
     IH_TRY_STATUS(require_divides(l.etp, c.moe_ffn_hidden, "moe_ffn_hidden by etp"));
   }
   return Ok{};
+}
+
+Status validate_mamba_layout(const ModelConfig& c, const RankLayout& l) {
+  IH_TRY_STATUS(require_divides(l.tp, c.mamba_heads, "mamba_heads by tp"));
+  return require_divides(l.tp, c.mamba_groups, "mamba_groups by tp");
 }
 
 Result<StateNode> gpt_sharded_state_dict(const ModelConfig& config, std::int64_t num_layers, const RankLayout& layout,
@@ -476,6 +479,7 @@ Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::stri
   IH_TRY_STATUS(validate_layout(config, layout));
   IH_TRY_ASSIGN(parsed, pattern::parse(pattern_text));
   const std::string main = parsed.main.value_or("");
+  if (main.find(pattern::kMamba) != std::string::npos) IH_TRY_STATUS(validate_mamba_layout(config, layout));
   const std::int64_t segments = pattern::pipeline_segment_count(main);
   const bool virtual_stages = segments > 1 && segments > layout.pp;
   const std::int64_t stages = virtual_stages ? segments / layout.pp : 1;

@@ -73,7 +73,9 @@ Result<StateNode> hybrid_sharded_state_dict(const ModelConfig& config, std::stri
 /// Every rank position of a layout's sizes (pp x tp x ep x etp x gtp), ranks filled in.
 std::vector<RankLayout> all_ranks(const RankLayout& sizes);
 
-/// Checks that TP/EP/ETP/PP sizes divide the dimensions they shard; names the first that does not.
+/// Checks that TP/EP/ETP/PP sizes divide the dimensions every model shards; names the first that does not.
 Status validate_layout(const ModelConfig& config, const RankLayout& layout);
+/// The same for a model with Mamba (M) layers: TP divides the Mamba heads and groups (a GPT model has none).
+Status validate_mamba_layout(const ModelConfig& config, const RankLayout& layout);
 
 }  // namespace ih

@@ -169,5 +169,15 @@ TEST(SyntheticModel, BadLayoutsNameTheParameter) {
   EXPECT_EQ(hybrid_sharded_state_dict(ModelConfig{}, "M*G-", {}).error().kind, ErrorKind::invalid_argument);
 }
 
+TEST(SyntheticModel, OnlyAModelWithMambaLayersNeedsTpToDivideTheMambaGroups) {
+  const ModelConfig config;  // 4 Mamba groups: TP 8 divides every other dimension
+  const RankLayout tp8{.tp = 8, .tp_rank = 7};
+  EXPECT_TRUE(gpt_sharded_state_dict(config, 2, tp8).ok());
+  EXPECT_TRUE(hybrid_sharded_state_dict(config, "*-*-", tp8).ok());
+  const auto with_mamba = hybrid_sharded_state_dict(config, "M*-", tp8);
+  ASSERT_FALSE(with_mamba.ok());
+  EXPECT_EQ(with_mamba.error().message, "mamba_groups by tp: 4 is not divisible by 8");
+}
+
 }  // namespace
 }  // namespace ih

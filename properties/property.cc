@@ -8,13 +8,22 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <optional>
 #include <string_view>
 
 namespace ih::props {
 
-void load_configuration() { rc::detail::configuration(); }
+Result<rc::detail::Configuration> rc_params() {
+  const char* text = std::getenv("RC_PARAMS");
+  if (!text) return rc::detail::Configuration{};
+  try {
+    return rc::detail::configFromString(text);
+  } catch (const std::exception& e) {  // RapidCheck reports a bad configuration by throwing
+    return make_error(ErrorKind::invalid_argument, std::string("RC_PARAMS '") + text + "': " + e.what());
+  }
+}
 
 namespace {
 
@@ -141,9 +150,9 @@ std::string encode(const std::string& name, const rc::detail::Reproduce& reprodu
 }
 
 /// The reproduce map for this run: RC_PARAMS's own map, overridden by a token's string.
-ReproduceMap reproduce_map(const std::string& name, const RunParams& params, std::string& error) {
-  ReproduceMap map = rc::detail::configuration().reproduce;
-  if (!params.reproduce) return map;
+ReproduceMap reproduce_map(const std::string& name, const RunParams& params, const rc::detail::Configuration& config,
+                           std::string& error) {
+  if (!params.reproduce) return config.reproduce;
   try {
     const auto config = rc::detail::configFromString("reproduce=" + *params.reproduce);
     if (!config.reproduce.count(name)) error = "the reproduce string is for another property";
@@ -180,13 +189,14 @@ std::string& last_verdict_kind() {
 PropertyRun run_rapidcheck(const std::string& name, const std::function<void()>& body, const RunParams& params) {
   PropertyRun out{name};
   const auto start = std::chrono::steady_clock::now();
-  std::string error;
-  const ReproduceMap map = reproduce_map(name, params, error);
+  const auto config = rc_params();
+  std::string error = config.ok() ? "" : config.error().message;
+  const ReproduceMap map = config.ok() ? reproduce_map(name, params, *config, error) : ReproduceMap{};
   if (!error.empty()) {
     out.outcome = Outcome::harness_error, out.description = error;
     return out;
   }
-  rc::detail::TestParams tp = rc::detail::configuration().testParams;
+  rc::detail::TestParams tp = config->testParams;
   tp.seed = params.seed;
   tp.maxSuccess = params.cases;
   tp.maxSize = params.max_size;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <rapidcheck.h>
+#include <rapidcheck/detail/Configuration.h>
 
 #include "properties/cases.h"
 #include "seam/implementation.h"
@@ -66,8 +67,12 @@ struct Property {
   std::map<std::string, GtpCase> fixture_layouts;
 };
 
-/// Reads RC_PARAMS now (RapidCheck prints its "Using configuration" line on first use).
-void load_configuration();
+/// RapidCheck's settings from RC_PARAMS (seed, max_success, max_size, max_discard_ratio, noshrink,
+/// reproduce), read without RapidCheck's own "Using configuration: seed=<random>" line, whose random seed
+/// no harness run draws from: RapidCheck's defaults (seed 0, 100 cases, size 100) where RC_PARAMS is unset
+/// or silent. A text RapidCheck cannot read is invalid_argument naming it. Every run takes its other
+/// settings and its reproduce map from here, its seed and budget from RunParams.
+Result<rc::detail::Configuration> rc_params();
 
 /// The largest RapidCheck size a case is generated with (the CLI's --max-size limit).
 inline constexpr int kMaxCaseSize = 10'000;

@@ -116,6 +116,7 @@ int report_error(const Error& error) {
   switch (outcome_of_error(error.kind)) {
     case Outcome::timeout: return report_error(error, kExitTimeout);
     case Outcome::harness_error: return report_error(error, kExitHarnessError);
+    case Outcome::not_run: return report_error(error, kExitNothingRan);
     default: return report_error(error, kExitBadInput);
   }
 }

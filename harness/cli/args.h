@@ -66,7 +66,8 @@ struct CommandSpec {
 std::optional<ParsedArgs> open_command(const std::vector<std::string>& argv, const CommandSpec& spec, int& exit_code);
 /// Prints `ERROR: <kind>: <message>` on stderr and returns `code`.
 int report_error(const Error& error, int code);
-/// report_error with the exit code that the error's kind implies (bad input, timeout, harness error).
+/// report_error with the exit code that the error's kind implies, the outcome's (seam/outcome.h): a timeout 4,
+/// a harness error 3, unsupported (the target cannot do it here: the one question NOT RUN) 5, else bad input 2.
 int report_error(const Error& error);
 
 /// What a command line gave besides its typed fields: which flags, and the positional words.

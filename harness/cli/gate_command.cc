@@ -259,6 +259,8 @@ int gate_command(const std::vector<std::string>& argv) {
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
   if (args->list_mutants) return list_mutants(*spec, args->json);
+  // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
+  if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
   if (args->report) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
@@ -350,6 +352,106 @@ int repro_command(const std::vector<std::string>& argv) {
   return replay_token(*token, args->megatron_path);
 }
 
+namespace {
+
+/// One mutant of a campaign.
+struct Planted {
+  std::string name, description;
+  std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
+  bool real_tier = false;      // model or training code: its gate runs the real round trips too
+};
+
+/// The target's planted mutants: the C++ catalogue, or the adapter's list (with a candidate only the
+/// candidate's own mistakes: the checkout's mutants are campaigned without one; without one the
+/// candidate's mutants are not applicable).
+Result<std::vector<Planted>> planted_mutants(const TargetSpec& spec) {
+  std::vector<Planted> mutants;
+  if (spec.target == TargetKind::reference) {
+    for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
+    return mutants;
+  }
+  IH_TRY_ASSIGN(listed, list_megatron_mutants(spec));
+  for (const auto& m : listed.value("mutants", json::Json::array())) {
+    const std::string name = m.value("name", std::string());
+    if (spec.candidate && name.rfind("candidate_", 0) != 0) continue;
+    mutants.push_back({name, m.value("description", std::string()),
+                       m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable")),
+                       m.value("tier", std::string()) == "real"});
+  }
+  return mutants;
+}
+
+/// What a campaign runs each mutant with: its target, budget and checks.
+struct Campaign {
+  TargetSpec spec;
+  Budget budget;
+  const TargetOptions& options;
+  std::vector<gate::Check> checks;  // without the real round trips
+  std::ostream& progress;
+  /// The checks of `spec` (with the real round trips, progress into `rounds`, when `real_tier`).
+  Result<std::vector<gate::Check>> checks_for(const TargetSpec& target, bool real_tier, std::ostream& rounds) const {
+    if (!real_tier) return checks;
+    return all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(target, rounds));
+  }
+};
+
+/// The checks that pass on the clean target: a check that already fails there kills nothing. Its progress
+/// is shown: against Megatron the clean run is a whole gate (minutes), the longest step.
+Result<std::set<std::string>> passing_on_clean(const Campaign& campaign, bool any_real_tier) {
+  std::ostringstream quiet_rounds;
+  IH_TRY_ASSIGN(checks, campaign.checks_for(campaign.spec, any_real_tier, quiet_rounds));
+  IH_TRY_ASSIGN(clean, make_target(campaign.spec));
+  campaign.progress << "INFO: the clean target " << describe_target(*clean, campaign.spec) << " first"
+                    << (any_real_tier ? " (with the real round trips, for the real-tier mutants)" : "") << "\n";
+  std::set<std::string> passing;
+  const ReproToken base = base_token(campaign.spec, campaign.budget, campaign.options);
+  for (const auto& r : gate::run_checks(*clean, checks, base, gate::KnownFindings{}, campaign.progress))
+    if (r.answer.outcome == Outcome::passed) passing.insert(gate_check_name(r.group, r.name));
+  campaign.progress << "INFO: " << passing.size() << " of " << checks.size() << " checks pass on the clean target\n";
+  return passing;
+}
+
+/// What one mutant's gate showed: the clean-passing checks it failed, the first one's token, and how many
+/// checks gave no verdict.
+struct MutantVerdict {
+  json::Json killed_by = json::Json::array();
+  std::string token;
+  int without_verdict = 0;
+};
+
+/// Runs the gate against one mutant; a target or checks that cannot be made end the campaign (their error:
+/// checks are bad input, a target that cannot start is the harness's).
+Result<MutantVerdict> run_mutant(const Campaign& campaign, const Planted& mutant,
+                                 const std::set<std::string>& passing) {
+  TargetSpec mutated = campaign.spec;
+  mutated.mutant = mutant.name;
+  IH_TRY_ASSIGN(target, make_target(mutated));
+  ReproToken base = base_token(mutated, campaign.budget, campaign.options);
+  add_target_identity(base, *target);
+  std::ostringstream quiet;
+  IH_TRY_ASSIGN(checks, campaign.checks_for(mutated, mutant.real_tier, quiet));
+  MutantVerdict verdict;
+  for (const auto& r : gate::run_checks(*target, checks, base, gate::KnownFindings{}, quiet)) {
+    verdict.without_verdict += r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
+    if (r.answer.outcome != Outcome::failed || !passing.count(gate_check_name(r.group, r.name))) continue;
+    verdict.killed_by.push_back(r.group + ": " + r.name);
+    if (verdict.token.empty()) verdict.token = to_string(r.token);
+  }
+  return verdict;
+}
+
+/// The line under a mutant's heading: killed (by how many checks, with a REPRO line) or SURVIVED, and the
+/// checks that gave no verdict.
+std::string mutant_line(const MutantVerdict& v) {
+  const std::string killed =
+      "killed by " + std::to_string(v.killed_by.size()) + " check(s); REPRO: interop-harness repro " + v.token;
+  const std::string unjudged =
+      "; " + std::to_string(v.without_verdict) + " check(s) gave no verdict (harness error or timeout)";
+  return "      " + (v.killed_by.empty() ? std::string("SURVIVED") : killed) + (v.without_verdict ? unjudged : "");
+}
+
+}  // namespace
+
 int mutants_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args =
@@ -362,97 +464,41 @@ int mutants_command(const std::vector<std::string>& argv) {
     return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
                         kExitBadInput);
   const Budget budget = budget_of(*args, *spec);
-  const bool differential = spec->target != TargetKind::reference;
-  auto checks = all_checks(budget, differential);
+  auto checks = all_checks(budget, spec->target != TargetKind::reference);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  struct Planted {
-    std::string name, description;
-    std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
-    bool real_tier = false;      // model or training code: its gate runs the real round trips too
-  };
-  std::vector<Planted> mutants;
-  if (spec->target == TargetKind::reference) {
-    for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
-  } else {
-    auto listed = list_megatron_mutants(*spec);
-    if (!listed.ok()) return report_error(listed.error());
-    for (const auto& m : listed->value("mutants", json::Json::array())) {
-      const std::string name = m.value("name", std::string());
-      // With a candidate the campaign plants the candidate's mistakes only (the checkout's own mutants
-      // are campaigned without --candidate); without one the candidate's mutants are not applicable.
-      if (spec->candidate && name.rfind("candidate_", 0) != 0) continue;
-      mutants.push_back({name, m.value("description", std::string()),
-                         m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable")),
-                         m.value("tier", std::string()) == "real"});
-    }
-  }
-  std::ostream& progress = args->json ? std::cerr : std::cout;
+  auto mutants = planted_mutants(*spec);
+  if (!mutants.ok()) return report_error(mutants.error());
+  const Campaign campaign{*spec, budget, *args, *checks, args->json ? std::cerr : std::cout};
   // The real round trips cost minutes per run: only real-tier mutants (and the clean run they are judged
   // against) run them; every other mutant's verdict rests on the other checks.
-  const bool any_real_tier = std::any_of(mutants.begin(), mutants.end(), [](const Planted& m) { return m.real_tier; });
-  std::ostringstream quiet_rounds;
-  auto clean_checks =
-      any_real_tier ? all_checks(budget, differential, real_roundtrip_runner(*spec, quiet_rounds)) : checks;
-  if (!clean_checks.ok()) return report_error(clean_checks.error(), kExitBadInput);
-  // A check that already fails on the clean target kills nothing: only checks that pass there count.
-  auto clean = make_target(*spec);
-  if (!clean.ok()) return report_error(clean.error());
-  progress << "INFO: the clean target " << describe_target(**clean, *spec) << " first"
-           << (any_real_tier ? " (with the real round trips, for the real-tier mutants)" : "") << "\n";
-  // Its checks' progress is shown: against Megatron the clean run is a whole gate (minutes), the longest step.
-  std::set<std::string> passing_on_clean;
-  for (const auto& r :
-       gate::run_checks(**clean, *clean_checks, base_token(*spec, budget, *args), gate::KnownFindings{}, progress))
-    if (r.answer.outcome == Outcome::passed) passing_on_clean.insert(gate_check_name(r.group, r.name));
-  progress << "INFO: " << passing_on_clean.size() << " of " << clean_checks->size()
-           << " checks pass on the clean target\n";
-  clean->reset();
+  const bool any_real_tier =
+      std::any_of(mutants->begin(), mutants->end(), [](const Planted& m) { return m.real_tier; });
+  auto passing = passing_on_clean(campaign, any_real_tier);
+  if (!passing.ok()) return report_error(passing.error());  // bad checks (exit 2) or a target that cannot start
   json::Json report{{"mutants", json::Json::array()}};
   int killed = 0, total = 0, not_applicable = 0;
   bool no_verdict = false;
-  for (const auto& [name, description, why_not, real_tier] : mutants) {
-    progress << "INFO: [" << total + not_applicable + 1 << "/" << mutants.size() << "] mutant " << name << ": "
-             << description << "\n"
-             << std::flush;  // each mutant is a whole gate: its line shows before it runs, also into a file
-    if (!why_not.empty()) {  // this Megatron lacks the code the mutant patches: no verdict either way
+  for (const Planted& mutant : *mutants) {
+    campaign.progress << "INFO: [" << total + not_applicable + 1 << "/" << mutants->size() << "] mutant " << mutant.name
+                      << ": " << mutant.description << "\n"
+                      << std::flush;  // each mutant is a whole gate: its line shows before it runs, also into a file
+    if (!mutant.not_applicable.empty()) {  // this Megatron lacks the code the mutant patches: no verdict either way
       ++not_applicable;
-      progress << "      NOT APPLICABLE: " << why_not << "\n";
-      report["mutants"].push_back({{"name", name}, {"killed", false}, {"not_applicable", why_not}});
+      campaign.progress << "      NOT APPLICABLE: " << mutant.not_applicable << "\n";
+      report["mutants"].push_back(
+          {{"name", mutant.name}, {"killed", false}, {"not_applicable", mutant.not_applicable}});
       continue;
     }
     ++total;
-    TargetSpec mutated = *spec;
-    mutated.mutant = name;
-    auto target = make_target(mutated);
-    if (!target.ok()) return report_error(target.error());
-    ReproToken base = base_token(mutated, budget, *args);
-    add_target_identity(base, **target);
-    std::ostringstream quiet;
-    auto mutant_checks = real_tier ? all_checks(budget, differential, real_roundtrip_runner(mutated, quiet)) : checks;
-    if (!mutant_checks.ok()) return report_error(mutant_checks.error(), kExitBadInput);
-    const auto results = gate::run_checks(**target, *mutant_checks, base, gate::KnownFindings{}, quiet);
-    json::Json killed_by = json::Json::array();
-    std::string token;
-    int without_verdict = 0;
-    for (const auto& r : results) {
-      without_verdict += r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
-      if (r.answer.outcome != Outcome::failed || !passing_on_clean.count(gate_check_name(r.group, r.name))) continue;
-      killed_by.push_back(r.group + ": " + r.name);
-      if (token.empty()) token = to_string(r.token);
-    }
-    const bool is_killed = !killed_by.empty();
-    killed += is_killed;
-    progress << "      "
-             << (is_killed ? "killed by " + std::to_string(killed_by.size()) +
-                                 " check(s); REPRO: interop-harness repro " + token
-                           : std::string("SURVIVED"))
-             << (without_verdict
-                     ? "; " + std::to_string(without_verdict) + " check(s) gave no verdict (harness error or timeout)"
-                     : std::string())
-             << "\n"
-             << std::flush;
-    no_verdict = no_verdict || without_verdict > 0;
-    report["mutants"].push_back({{"name", name}, {"killed", is_killed}, {"killed_by", killed_by}, {"token", token}});
+    const auto verdict = run_mutant(campaign, mutant, *passing);
+    if (!verdict.ok()) return report_error(verdict.error());
+    killed += !verdict->killed_by.empty();
+    no_verdict = no_verdict || verdict->without_verdict > 0;
+    campaign.progress << mutant_line(*verdict) << "\n" << std::flush;
+    report["mutants"].push_back({{"name", mutant.name},
+                                 {"killed", !verdict->killed_by.empty()},
+                                 {"killed_by", verdict->killed_by},
+                                 {"token", verdict->token}});
   }
   report["score"] = std::to_string(killed) + "/" + std::to_string(total);
   report["not_applicable"] = not_applicable;

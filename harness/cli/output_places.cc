@@ -27,6 +27,12 @@ fs::path nearest_existing(const fs::path& path) {
   return ".";
 }
 
+/// The folder `folder` lies in ("." for a relative name alone); a trailing separator is not a level.
+fs::path parent_folder(const fs::path& folder) {
+  const fs::path parent = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
 /// Creates, writes one byte to and removes a file in `dir`: catches read-only mounts, missing
 /// permissions and a full file system, which a permission check alone does not.
 std::string probe_folder(const fs::path& dir) {
@@ -91,8 +97,12 @@ Status check_output_folder(const std::string& flag, const std::string& path) {
   const fs::path existing = nearest_existing(folder);
   if (!fs::is_directory(existing, ec))
     return refused(flag, path, "is under '" + existing.string() + "', which is a file, not a folder");
+  // The folder itself is made when missing, never its parents: a typo in a parent must not grow a tree.
+  const fs::path parent = parent_folder(folder);
+  if (!fs::exists(folder, ec) && !fs::is_directory(parent, ec))
+    return refused(flag, path, "the folder '" + parent.string() + "' does not exist (create it first)");
   if (const std::string problem = folder_problem(existing); !problem.empty()) return refused(flag, path, problem);
-  fs::create_directories(folder, ec);
+  fs::create_directory(folder, ec);
   if (ec) return refused(flag, path, "cannot create the folder: " + ec.message());
   if (const std::string problem = folder_problem(folder); !problem.empty()) return refused(flag, path, problem);
   return Ok{};

@@ -15,8 +15,9 @@ namespace ih::cli {
 /// that refuses writes (/dev/full). The file itself is not created.
 Status check_output_file(const std::string& flag, const std::string& path);
 
-/// A folder the command will write into, created when missing: refused when it is '', a file or
-/// device, under a file, or a place where nothing can be written.
+/// A folder the command will write into, created when missing (its parent never is): refused when it
+/// is '', a file or device, under a file, in a folder that does not exist, or a place where nothing can
+/// be written.
 Status check_output_folder(const std::string& flag, const std::string& path);
 
 /// check_output_folder, then removes the files in it whose names `is_own_file` accepts (what an

@@ -1,4 +1,10 @@
 // `interop-harness pattern maps|make|check`: layer maps, pattern construction, pairing checks.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -70,20 +76,27 @@ std::string list_text(const std::vector<std::int64_t>& values) {
   return out.empty() ? "-" : out;
 }
 
-/// Reads the patterns: positionals, with "-" meaning one pattern per stdin line.
-std::vector<std::string> collect_patterns(const std::vector<std::string>& positionals) {
+/// Reads the patterns: positionals, with "-" meaning one pattern per stdin line. A closed or unreadable
+/// standard input, or no pattern at all, is invalid_argument: never a run that checked nothing.
+Result<std::vector<std::string>> collect_patterns(const std::vector<std::string>& positionals) {
   std::vector<std::string> patterns;
   for (const std::string& arg : positionals) {
     if (arg != "-") {
       patterns.push_back(arg);
       continue;
     }
+    if (fcntl(STDIN_FILENO, F_GETFD) < 0)
+      return make_error(ErrorKind::invalid_argument, "'-' reads patterns from standard input, which is closed");
     std::string line;
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       patterns.push_back(line);
     }
+    if (std::cin.bad() || std::ferror(stdin))
+      return make_error(ErrorKind::invalid_argument,
+                        std::string("cannot read patterns from standard input: ") + std::strerror(errno));
   }
+  if (patterns.empty()) return make_error(ErrorKind::invalid_argument, "no pattern: standard input ('-') had no line");
   return patterns;
 }
 
@@ -92,8 +105,10 @@ int maps_command(const std::vector<std::string>& argv) {
   const auto args =
       open_command(argv, kMapsSynopsis, kMapsFlags, exit_code, {1, std::numeric_limits<std::size_t>::max()});
   if (!args) return exit_code;
+  const auto patterns = collect_patterns(args->positionals);
+  if (!patterns.ok()) return report_error(patterns.error(), kExitBadInput);
   bool all_ok = true;
-  for (const std::string& text : collect_patterns(args->positionals)) {
+  for (const std::string& text : *patterns) {
     const auto maps = gpt_compatible_layer_maps(std::string_view(text));
     all_ok = all_ok && maps.ok();
     if (!maps.ok())  // errors on stderr in both forms; the JSON object stays the documented stdout line

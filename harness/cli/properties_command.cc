@@ -1,4 +1,5 @@
 // `interop-harness properties`, `pin` and the replay of property cases (`repro ih2:property/...`).
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -34,34 +35,56 @@ struct PropertiesOptions : GivenFlags {
 using P = PropertiesOptions;
 const std::vector<Flag<P>> kPropertiesFlags = {
     {"list", &P::list, "list every property with its one-line description"},
-    {"seed", &P::seed, "RapidCheck seed (default 0: fixed, so runs repeat)", 0,
+    {"seed", &P::seed, "RapidCheck seed (default: RC_PARAMS's seed, else 0: fixed, so runs repeat)", 0,
      std::numeric_limits<std::int64_t>::max()},
-    {"cases", &P::cases, "cases per property, 1.." + std::to_string(kMaxCases) + " (default 100)", 1, kMaxCases},
-    {"max-size", &P::max_size, "RapidCheck's maximum size, 0.." + std::to_string(kMaxSize) + " (default 100)", 0,
+    {"cases", &P::cases,
+     "cases per property, 1.." + std::to_string(kMaxCases) + " (default: RC_PARAMS's max_success, else 100)", 1,
+     kMaxCases},
+    {"max-size", &P::max_size,
+     "RapidCheck's maximum size, 0.." + std::to_string(kMaxSize) + " (default: RC_PARAMS's max_size, else 100)", 0,
      kMaxSize},
     {"mutant", &P::mutant, "run against a planted mutant instead of the reference (see --list-mutants)"},
     {"list-mutants", &P::list_mutants, "list the planted mutants with their bug classes"},
     {"only", &P::only, "run only properties whose name contains this text"},
     {"json", &P::json, "machine-readable output"}};
 
-/// `--list` / `--list-mutants`: aligned lines, or with --json {"properties": [{"name", "group",
+/// Rows of cells, each column but the last as wide as its widest cell and two spaces.
+std::string aligned(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i + 1 < row.size(); ++i) {
+      widths.resize(std::max(widths.size(), i + 1));
+      widths[i] = std::max(widths[i], row[i].size() + 2);
+    }
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i + 1 < row.size(); ++i)
+      out << std::left << std::setw(static_cast<int>(widths[i])) << row[i];
+    out << (row.empty() ? "" : row.back()) << "\n";
+  }
+  return out.str();
+}
+
+/// `--list` / `--list-mutants`: aligned columns, or with --json {"properties": [{"name", "group",
 /// "description"}]} / {"mutants": [{"name", "bug_class", "description"}]}.
 int list(bool mutants, bool as_json) {
   json::Json listed = json::Json::array();
+  std::vector<std::vector<std::string>> rows;
   if (mutants) {
     for (const MutantInfo& m : mutant_catalogue()) {
       listed.push_back({{"name", m.name}, {"bug_class", m.bug_class}, {"description", m.description}});
-      if (!as_json)
-        std::cout << std::left << std::setw(40) << m.name << std::setw(7) << m.bug_class << m.description << "\n";
+      rows.push_back({m.name, m.bug_class, m.description});
     }
   } else {
     for (const props::Property& p : props::all_properties()) {
       listed.push_back({{"name", p.name}, {"group", p.group}, {"description", p.description}});
-      if (!as_json)
-        std::cout << std::left << std::setw(32) << p.name << std::setw(10) << p.group << p.description << "\n";
+      rows.push_back({p.name, p.group, p.description});
     }
   }
-  if (as_json) std::cout << json::dump(json::Json{{mutants ? "mutants" : "properties", listed}}) << "\n";
+  if (as_json)
+    std::cout << json::dump(json::Json{{mutants ? "mutants" : "properties", listed}}) << "\n";
+  else
+    std::cout << aligned(rows);
   return kExitOk;
 }
 
@@ -77,6 +100,25 @@ void print_table(const std::vector<props::PropertyRun>& runs) {
 }
 
 }  // namespace
+
+/// The seed and budget of a run: each flag given, else RC_PARAMS's seed, max_success and max_size (RapidCheck's
+/// defaults where it names none), checked against the flags' limits.
+Result<props::RunParams> run_params(const PropertiesOptions& options) {
+  IH_TRY_ASSIGN(rc, props::rc_params());
+  const auto chosen = [&](const char* flag, std::int64_t given, std::int64_t from_rc, const char* rc_key,
+                          std::int64_t low, std::int64_t high) -> Result<std::int64_t> {
+    if (options.has(flag)) return given;
+    if (from_rc < low || from_rc > high)
+      return make_error(ErrorKind::invalid_argument, std::string("RC_PARAMS ") + rc_key + "=" +
+                                                         std::to_string(from_rc) + " is outside [" +
+                                                         std::to_string(low) + ", " + std::to_string(high) + "]");
+    return from_rc;
+  };
+  IH_TRY_ASSIGN(cases, chosen("cases", options.cases, rc.testParams.maxSuccess, "max_success", 1, kMaxCases));
+  IH_TRY_ASSIGN(size, chosen("max-size", options.max_size, rc.testParams.maxSize, "max_size", 0, kMaxSize));
+  const std::uint64_t seed = options.has("seed") ? static_cast<std::uint64_t>(options.seed) : rc.testParams.seed;
+  return props::RunParams{seed, static_cast<int>(cases), static_cast<int>(size), {}};
+}
 
 int properties_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
@@ -95,13 +137,16 @@ int properties_command(const std::vector<std::string>& argv) {
         make_error(ErrorKind::invalid_argument, "--only '" + only + "' matches no property (see --list)"),
         kExitBadInput);
 
+  const auto chosen = run_params(*args);
+  if (!chosen.ok()) return report_error(chosen.error(), kExitBadInput);
+  const props::RunParams& params = *chosen;
   std::ostream& progress = args->json ? std::cerr : std::cout;
-  props::load_configuration();
+  // The seed the cases are drawn from: a REPRO token carries it, and the same line repeats the run.
+  progress << "INFO: seed " << params.seed << ", " << params.cases << " cases per property, max size "
+           << params.max_size << (std::getenv("RC_PARAMS") ? " (RC_PARAMS where no flag is given)" : "") << "\n";
   json::Json report{{"properties", json::Json::array()}};
   std::vector<props::PropertyRun> runs;
   std::vector<Outcome> outcomes;
-  const props::RunParams params{
-      static_cast<std::uint64_t>(args->seed), static_cast<int>(args->cases), static_cast<int>(args->max_size), {}};
   for (const props::Property* p : selected) {
     progress << "INFO: [" << runs.size() + 1 << "/" << selected.size() << "] " << p->name << " ... " << std::flush;
     const props::PropertyRun o = p->run(**impl, params);

@@ -1,6 +1,7 @@
 #include "harness/megatron/megatron_implementation.h"
 
 #include "harness/install/data_dir.h"
+#include "harness/megatron/adapter_replies.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -99,8 +100,8 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   auto reply_text =
       out->process_.request(json::dump(json::Json{{"op", "hello"}, {"protocol", 1}}), options.startup_timeout);
   if (!reply_text.ok()) return reply_text.error().with_context("starting the Megatron adapter");
-  IH_TRY_ASSIGN(reply, json::parse(*reply_text));
-  if (!reply.value("ok", false)) {
+  IH_TRY_ASSIGN(reply, adapter_reply(*reply_text));
+  if (!reply["ok"].get<bool>()) {
     const Error error = json::error_from_json(reply.value("error", json::Json::object()));
     return make_error(seam_kind::harness_error,
                       "the Megatron adapter cannot serve (is torch and megatron.core installed? "
@@ -155,18 +156,8 @@ std::string MegatronImplementation::unsupported_reason(Operation op) const {
 Result<json::Json> MegatronImplementation::call(const std::string& op, json::Json fields) {
   fields["op"] = op;
   IH_TRY_ASSIGN(text, process_.request(json::dump(fields), options_.reply_timeout));
-  IH_TRY_ASSIGN(reply, json::parse(text));
-  if (!reply.is_object() || !reply.contains("ok")) return protocol_error("no \"ok\"", reply);
-  if (!reply["ok"].get<bool>()) {
-    const json::Json fault = reply.value("error", json::Json::object());
-    Error error = json::error_from_json(fault);
-    if (reply.value("unsupported", false)) error.kind = seam_kind::unsupported;  // the kind names it when shown
-    // A bug of the adapter's own (a world worker that died mid-task among them) gives no verdict on Megatron.
-    if (fault.is_object() && fault.value("kind", std::string()) == "internal") error.kind = seam_kind::harness_error;
-    return error;
-  }
-  if (!reply.contains("result")) return protocol_error("no \"result\"", reply);
-  return reply["result"];
+  IH_TRY_ASSIGN(reply, adapter_reply(text));
+  return adapter_result(reply);
 }
 
 Result<pattern::ParsedPattern> MegatronImplementation::parse_pattern(std::optional<std::string_view> text) {

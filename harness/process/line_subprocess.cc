@@ -44,7 +44,8 @@ Result<LineSubprocess> LineSubprocess::start(const std::vector<std::string>& arg
   // Close-on-exec everywhere: no other child started meanwhile may inherit these.
   r.stderr_fd = mkostemp(r.stderr_path.data(), O_CLOEXEC);
   if (r.stderr_fd < 0)
-    return make_error(seam_kind::harness_error, std::string("cannot create a stderr file: ") + std::strerror(errno));
+    return make_error(seam_kind::harness_error,
+                      "cannot create a stderr file under " + temp_dir() + " ($TMPDIR): " + std::strerror(errno));
   if (pipe2(r.to_child, O_CLOEXEC) != 0 || pipe2(r.from_child, O_CLOEXEC) != 0)
     return make_error(seam_kind::harness_error, std::string("cannot create pipes: ") + std::strerror(errno));
   // Our end of the child's stdin never blocks, so a child that stops reading cannot outlast a timeout.

@@ -14,10 +14,10 @@ namespace ih {
 /// Starts the run. Call first thing in main, before any thread exists: it blocks SIGINT and SIGTERM
 /// (every later thread inherits that; spawn_child unblocks them in its children), makes a private run
 /// folder under $TMPDIR (else /tmp) and points TMPDIR at it, so every temporary file of the harness and
-/// of its children (the adapter's worlds, mpirun's session folders) lands there. A thread then waits for
-/// the signals; on one it starts nothing more, ends every child (its process group and every
-/// descendant: SIGTERM, SIGKILL after a grace), removes the run folder and exits 130 (SIGINT) or 143
-/// (SIGTERM).
+/// of its children (the adapter's worlds, mpirun's session folders) lands there. Where no folder can be
+/// made there the run goes on without one ($TMPDIR unchanged): what needs a temporary file fails naming it. A thread
+/// then waits for the signals; on one it starts nothing more, ends every child (its process group and every descendant:
+/// SIGTERM, SIGKILL after a grace), removes the run folder and exits 130 (SIGINT) or 143 (SIGTERM).
 Status begin_run();
 
 /// The normal end of a run: removes the run folder and returns `code`. While an interrupt is being

@@ -1,7 +1,9 @@
 #include "harness/targets/targets.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "harness/megatron/adapter_mutants.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "mutants/mutant_implementation.h"
 
@@ -97,6 +99,21 @@ void warn_if_other_megatron(const ReproToken& token, const Implementation& targe
         << "; this replay runs " << describe(version, revision) << ": the verdict may differ\n";
 }
 
+namespace {
+
+/// A Megatron mutant the adapter's table names. When the table cannot be read (no venv yet) the adapter's
+/// own start says what is missing: the name is refused there too, never planted unknown.
+Status check_megatron_mutant(const std::string& mutant, const MegatronOptions& options) {
+  const auto names = adapter_mutant_names(options);
+  if (!names.ok() || std::find(names->begin(), names->end(), mutant) != names->end()) return Ok{};
+  std::string known;
+  for (const std::string& name : *names) known += (known.empty() ? "" : ", ") + name;
+  return make_error(ErrorKind::invalid_argument,
+                    "unknown mutant '" + mutant + "' of the Megatron adapter (known: " + known + ")");
+}
+
+}  // namespace
+
 Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target == TargetKind::reference) {
     if (spec.megatron_path || spec.candidate || spec.fix)
@@ -105,6 +122,7 @@ Result<TargetSpec> validated(TargetSpec spec) {
     if (spec.mutant) IH_TRY_STATUS(MutantImplementation::create(*spec.mutant));
     return spec;
   }
+  if (spec.mutant) IH_TRY_STATUS(check_megatron_mutant(*spec.mutant, megatron_options(spec)));
   if (spec.candidate && !is_known_candidate(*spec.candidate))
     return make_error(ErrorKind::invalid_argument,
                       "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");

@@ -5,6 +5,11 @@ The script the harness launches (MegatronImplementation); the adapter itself is 
 megatron_adapter/ beside it (docs/adapter-protocol.md, "Package layout").
 
 Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split] [--fix to_state_dict_order]
+       adapter.py --mutant-names
+
+  --mutant-names       print the names --mutant accepts, one a line, and exit: the mutant table alone,
+                       without torch or Megatron (the harness refuses an unknown --mutant before it starts
+                       the adapter)
 
   --megatron-path DIR  put DIR first on sys.path before importing megatron.core (a Megatron-LM
                        checkout instead of the installed megatron-core)
@@ -22,7 +27,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(1, HERE)
 
-from megatron_adapter.server import main  # noqa: E402 - needs HERE on sys.path
+
+def print_mutant_names():
+    """The names --mutant accepts, from the mutant table alone (no torch, no Megatron): fast enough to ask
+    before every start."""
+    from megatron_adapter import mutants
+    print("\n".join(m.name for m in mutants.MUTANTS_TABLE))
+    return 0
+
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--mutant-names"]:
+        sys.exit(print_mutant_names())
+    from megatron_adapter.server import main
     sys.exit(main())
