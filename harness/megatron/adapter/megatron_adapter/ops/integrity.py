@@ -2,8 +2,8 @@
 validation over the entries of every rank."""
 
 from megatron_adapter.codec import Codec
-from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, field, opt, str_list_field
-from megatron_adapter.ops.fake_distributed import fake_distributed
+from megatron_adapter.errors import BadRequest, OpError, Unsupported, is_int, field, opt, str_list_field
+from megatron_adapter import patches
 
 
 def integrity(ctx, req):
@@ -19,7 +19,7 @@ def integrity(ctx, req):
         entry = item.get("entry", item) if isinstance(item, dict) else item
         rank = item.get("rank", entry.get("rank", 0) if isinstance(entry, dict) else 0) \
             if isinstance(item, dict) else 0
-        if not _is_int(rank) or rank < 0 or rank > 1 << 20:
+        if not is_int(rank) or rank < 0 or rank > 1 << 20:
             raise BadRequest(f"{where}: rank must be a small non-negative integer")
         leaf = codec.leaf(entry, where)
         if isinstance(leaf, M.ShardedTensorFactory):
@@ -56,7 +56,7 @@ def integrity(ctx, req):
                 for d in details]
     verdict = {"ok": True}
     try:
-        with fake_distributed(M.torch):
+        with patches.applied("one_process_ranks"):
             validation.validate_sharding_integrity(global_metadata)
     except Exception as exc:  # noqa: BLE001
         verdict = {"ok": False, "exception_type": type(exc).__name__, "message": str(exc)}
@@ -133,7 +133,7 @@ def integrity_report(ctx, req):
         if not isinstance(item, dict):
             raise BadRequest(f"entries[{i}] must be an object")
         rank = item.get("rank", 0)
-        if not _is_int(rank) or rank < 0 or rank > 1 << 20:
+        if not is_int(rank) or rank < 0 or rank > 1 << 20:
             raise BadRequest(f"entries[{i}]: rank must be a small non-negative integer")
         leaf = codec.leaf(field(item, "entry", f"entries[{i}]"), f"entries[{i}]")
         if isinstance(leaf, M.ShardedBase):

@@ -4,8 +4,8 @@ import os
 
 from megatron_adapter.codec import Codec
 from megatron_adapter.error_kinds import LOAD_FAILURE_KINDS, kind_of
-from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, field, string
-from megatron_adapter.ops.gtp_world_cases import _gtp_params, _is_mamba, _shard_split_reason
+from megatron_adapter.errors import BadRequest, OpError, Unsupported, is_int, field, string
+from megatron_adapter.ops.gtp_world_cases import gtp_params, is_mamba, shard_split_reason
 from megatron_adapter.worlds import gloo_worlds
 from megatron_adapter.worlds import worker_context
 
@@ -36,7 +36,7 @@ def load_state(ctx, req):
     def codes(blocks, where):
         out = []
         for b in blocks:
-            if not isinstance(b, list) or len(b) != 3 or not all(_is_int(x) for x in b) or min(b) < 0:
+            if not isinstance(b, list) or len(b) != 3 or not all(is_int(x) for x in b) or min(b) < 0:
                 raise BadRequest(f"{where}: a block is [storage, first_row, rows]")
             s, first, n = b
             if len(out) + n > 2_000_000:
@@ -88,9 +88,9 @@ def load_state(ctx, req):
         if not isinstance(g, dict):
             raise Unsupported("load_state of a factory other than a GTP in_proj factory or one Megatron's "
                               "retargeting returned (its Megatron construction did not cross the seam)")
-        params = _gtp_params(g)
-        if params["design"] == "shard-split" and not _is_mamba(g) and _shard_split_reason(ctx.M):
-            raise Unsupported(_shard_split_reason(ctx.M))
+        params = gtp_params(g)
+        if params["design"] == "shard-split" and not is_mamba(g) and shard_split_reason(ctx.M):
+            raise Unsupported(shard_split_reason(ctx.M))
         here = (params["tp_size"], params["gtp_size"])
         if layout is not None and layout != here:
             raise BadRequest(f"{where}: GTP factories of one request must share one (T, G) layout")
@@ -108,7 +108,7 @@ def load_state(ctx, req):
     case = json.dumps([order, chunks, objects, common, request, rank_free], sort_keys=True, default=str)
     cache = ctx.load_cache
     ops = ctx.gtp
-    world = ops._world(factories[0] if factories else {"tp_size": 1, "gtp_size": 1})
+    world = ops.world(factories[0] if factories else {"tp_size": 1, "gtp_size": 1})
     hit = cache.get(case)
     if hit is not None and hit[0] is world:
         results = hit[1]
@@ -119,9 +119,9 @@ def load_state(ctx, req):
                    "dir": os.path.join(tmp, "ckpt")}
         try:
             if order == "serialization_load":
-                saver = ops._world({"tp_size": 1, "gtp_size": 1})
+                saver = ops.world({"tp_size": 1, "gtp_size": 1})
                 saver.run("ckpt_save", payload, timeout=120)
-                world = ops._world(factories[0] if factories else {"tp_size": 1, "gtp_size": 1})
+                world = ops.world(factories[0] if factories else {"tp_size": 1, "gtp_size": 1})
             results = world.run("load_state", payload, timeout=120)
         except gloo_worlds.WorldTaskError as exc:
             text = exc.message
