@@ -45,7 +45,7 @@ enum class Operation {
 };
 
 /// How large a world an implementation can run for one case. Real Megatron runs one process per
-/// rank (harness/megatron/adapter/gtp_world.py), so its worlds are bounded; the reference model is
+/// rank (harness/megatron/adapter/megatron_adapter/worlds/), so its worlds are bounded; the reference model is
 /// not. Properties whose cases build worlds draw them within it and say so in their output.
 struct WorldCapacity {
   /// Ranks of one world: T x G for a GTP layout, T x G x CP x DP for a writer-election grid.

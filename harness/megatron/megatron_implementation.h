@@ -21,9 +21,9 @@ struct MegatronOptions {
   std::string python;                        // default: the venv of ci/install-megatron.sh
   std::string adapter;                       // default: harness/megatron/adapter/adapter.py in the source tree
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
-  std::optional<std::string> mutant;         // an adapter-side mutant (harness/megatron/adapter/mutants.py)
+  std::optional<std::string> mutant;         // an adapter-side mutant (adapter/megatron_adapter/mutants/)
   std::optional<std::string> candidate;      // a candidate design (adapter/candidates/), e.g. shard-split
-  std::optional<std::string> fix;            // a declared optional fix (adapter/megatron_patches.py FIXES)
+  std::optional<std::string> fix;            // a declared optional fix (the adapter's patch family fix)
   // Start-up is importing torch and Megatron, no verdict: on a 2-core CI runner beside mpirun worlds
   // of importing ranks it has taken over 120 s, so the limit only guards against a hung adapter.
   std::chrono::milliseconds startup_timeout{420000};
@@ -46,8 +46,8 @@ class MegatronImplementation : public Implementation {
 
   std::string name() const override { return name_; }
   bool supports(Operation op) const override;
-  /// The adapter runs one process per rank: worlds of at most MAX_WORLD_RANKS (adapter_ops.py)
-  /// ranks; a bigger one answers unsupported, so the properties draw within this.
+  /// The adapter runs one process per rank: worlds of at most MAX_WORLD_RANKS ranks (ops/gtp_world_cases.py);
+  /// a bigger one answers unsupported, so the properties draw within this.
   static constexpr std::int64_t kMaxWorldRanks = 32;
   /// A model dump's world builds a real model per rank: at most MAX_RANKS (ops/model_dump.py).
   static constexpr std::int64_t kMaxModelRanks = 8;

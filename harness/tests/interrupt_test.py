@@ -2,7 +2,7 @@
 """SIGINT/SIGTERM of a run mid-way: exit 130/143, no process of the run left 5 s after the signal
 (every descendant recorded before it, reparented ones included), and the run's TMPDIR empty.
 
-Usage: interrupt_test.py INTEROP_HARNESS SOURCE_DIR CASE
+Usage: run_pytest.sh interrupt_test.py --cli INTEROP_HARNESS --root SOURCE_DIR --case CASE
 The Megatron cases run against the Megatron-LM snapshot of ci/megatron-snapshot.sh (it has GTP, so the
 gate starts world workers); without one, against the installed megatron-core, interrupted once the
 adapter is up.
@@ -16,11 +16,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-cli, source_dir, case = sys.argv[1], sys.argv[2], sys.argv[3]
+import pytest
+
 VENV_PYTHON = os.path.join(os.environ.get("INTEROP_MEGATRON_VENV",
                                           os.path.expanduser("~/.cache/interop-harness/megatron-venv")), "bin", "python")
 GRACE_S = 5.0
@@ -84,7 +84,7 @@ CASES = {
 }
 
 
-def megatron_snapshot():
+def megatron_snapshot(source_dir):
     out = subprocess.run(["bash", os.path.join(source_dir, "ci", "megatron-snapshot.sh")], capture_output=True,
                          text=True)
     path = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
@@ -102,92 +102,94 @@ def ready(tree, what):
     return True
 
 
-def main():
+def start(cli, argv, tmp):
+    """The run, in a session of its own (the test's signal only, not a terminal's), its output to a log."""
+    out_path = os.path.join(os.path.dirname(tmp), os.path.basename(tmp) + ".log")
+    with open(out_path, "wb") as log:
+        run = subprocess.Popen([cli, *argv], stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TMPDIR=tmp),
+                               start_new_session=True)
+    return run, out_path
+
+
+def record_until_ready(run, what):
+    """{pid: (start, cmdline)} of every process of the run seen until `what` is up (then a second more)."""
+    recorded, started, deadline = {}, time.monotonic(), time.monotonic() + 400
+    while True:
+        tree = descendants(run.pid)
+        recorded.update(tree)
+        assert run.poll() is None, f"the run ended (exit {run.returncode}) before {what} were up"
+        if ready(tree, what) and (what or time.monotonic() - started > 2):
+            time.sleep(1.0)  # mid-run: let whatever starts with them start too
+            recorded.update(descendants(run.pid))
+            return recorded
+        assert time.monotonic() < deadline, f"{what} not up within 400 s"
+        time.sleep(0.2)
+
+
+def interrupt(run, sig, recorded):
+    """Sends the signal: (exit code or None, the recorded processes still running GRACE_S after it)."""
+    sent = time.monotonic()
+    os.kill(run.pid, sig)
+    try:
+        rc = run.wait(timeout=GRACE_S + 5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    exited_after = time.monotonic() - sent
+    left = still_running(recorded)
+    while left and time.monotonic() - sent < GRACE_S:
+        time.sleep(0.1)
+        left = still_running(recorded)
+    print(f"{signal.Signals(sig).name}: exit {rc} after {exited_after:.2f} s; "
+          f"{len(recorded) - len(left)}/{len(recorded)} processes gone after {time.monotonic() - sent:.2f} s")
+    return rc, left
+
+
+def end_what_is_left(run, recorded, out_path):
+    """Never leave our own run behind, even when failing; its output's tail printed."""
+    if run.poll() is None:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    for pid in still_running(recorded):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    with open(out_path, "rb") as f:
+        tail = f.read()[-3000:].decode("utf-8", "replace")
+    os.unlink(out_path)
+    print("--- the run's output (tail) ---\n" + tail)
+
+
+def test_interrupt(cli, root, pytestconfig):
+    case = pytestconfig.getoption("--case")
     argv, sig, what, needs_venv = CASES[case]
     if needs_venv and not os.path.exists(VENV_PYTHON):
-        print(f"SKIP: no Megatron venv at {VENV_PYTHON} (bash ci/install-megatron.sh)")
-        return 77
+        pytest.skip(f"no Megatron venv at {VENV_PYTHON} (bash ci/install-megatron.sh)")
     if what == "world workers":
-        snapshot = megatron_snapshot()
+        snapshot = megatron_snapshot(root)
         if snapshot:
             argv = argv + ["--megatron-path", snapshot]
         else:
             print("no Megatron-LM snapshot: the installed megatron-core (no GTP) starts no world workers")
             what = "the adapter"
     tmp = tempfile.mkdtemp(prefix="ih-interrupt-test-")
-    failures = []
     try:
-        env = dict(os.environ, TMPDIR=tmp)
-        out_path = os.path.join(os.path.dirname(tmp), os.path.basename(tmp) + ".log")
-        with open(out_path, "wb") as log:
-            run = subprocess.Popen([cli, *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)  # the test's signal only, not a terminal's
+        run, out_path = start(cli, argv, tmp)
         recorded = {}
-        deadline = time.monotonic() + 400
-        started = time.monotonic()
-        while True:
-            tree = descendants(run.pid)
-            recorded.update(tree)
-            if run.poll() is not None:
-                failures.append(f"the run ended (exit {run.returncode}) before {what} were up")
-                break
-            if ready(tree, what) and (what or time.monotonic() - started > 2):
-                time.sleep(1.0)  # mid-run: let whatever starts with them start too
-                recorded.update(descendants(run.pid))
-                break
-            if time.monotonic() > deadline:
-                failures.append(f"{what} not up within 400 s")
-                break
-            time.sleep(0.2)
-        if not failures:
+        try:
+            recorded = record_until_ready(run, what)
             print(f"{len(recorded)} processes of the run before the signal:")
             for pid, (_, line) in sorted(recorded.items()):
                 print(f"  {pid} {line[:120]}")
-            sent = time.monotonic()
-            os.kill(run.pid, sig)
-            try:
-                rc = run.wait(timeout=GRACE_S + 5)
-            except subprocess.TimeoutExpired:
-                rc = None
-            exited_after = time.monotonic() - sent
-            left = still_running(recorded)
-            while left and time.monotonic() - sent < GRACE_S:
-                time.sleep(0.1)
-                left = still_running(recorded)
-            gone_after = time.monotonic() - sent
-            expected = 128 + int(sig)
-            print(f"{signal.Signals(sig).name}: exit {rc} after {exited_after:.2f} s; "
-                  f"{len(recorded) - len(left)}/{len(recorded)} processes gone after {gone_after:.2f} s")
-            if rc != expected:
-                failures.append(f"exit code {rc}, expected {expected}")
-            if left:
-                failures.append(f"{len(left)} processes still running {GRACE_S:.0f} s after the signal: " +
-                                "; ".join(f"{p} {line[:100]}" for p, line in sorted(left.items())))
-            leftovers = []
-            for root, dirs, files in os.walk(tmp):
-                leftovers += [os.path.relpath(os.path.join(root, n), tmp) for n in dirs + files]
+            rc, left = interrupt(run, sig, recorded)
+            leftovers = [os.path.relpath(os.path.join(d, n), tmp) for d, dirs, files in os.walk(tmp)
+                         for n in dirs + files]
             print(f"{len(leftovers)} entries left in the run's TMPDIR")
-            if leftovers:
-                failures.append(f"{len(leftovers)} entries left in TMPDIR: " + ", ".join(sorted(leftovers)[:20]))
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.wait()
-        for pid in still_running(recorded):  # never leave our own run behind, even when failing
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        with open(out_path, "rb") as f:
-            tail = f.read()[-3000:].decode("utf-8", "replace")
-        os.unlink(out_path)
-        print("--- the run's output (tail) ---\n" + tail)
+        finally:
+            end_what_is_left(run, recorded, out_path)
+        assert rc == 128 + int(sig), f"exit code {rc}, expected {128 + int(sig)}"
+        assert not left, (f"{len(left)} processes still running {GRACE_S:.0f} s after the signal: "
+                          + "; ".join(f"{p} {line[:100]}" for p, line in sorted(left.items())))
+        assert not leftovers, f"{len(leftovers)} entries left in TMPDIR: " + ", ".join(sorted(leftovers)[:20])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for f in failures:
-        print("FAIL " + f)
-    print("interrupt_test " + case + (": FAILED" if failures else ": ok"))
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,22 +2,15 @@
 """The CI pipeline files in ci/github/ and ci/gitlab/ parse, have the shape their CI system needs,
 and call only scripts that exist in ci/; the flags they pass to `gate` are flags the gate accepts.
 
-Usage: pipelines_test.py REPO_ROOT [INTEROP_HARNESS_BINARY]. Exit 77 (ctest: skipped, never a pass)
-when no YAML parser is available."""
+Usage: run_pytest.sh pipelines_test.py --root REPO_ROOT [--cli INTEROP_HARNESS]. Exit 77 (ctest: skipped, never
+a pass) when no YAML parser is available."""
 import pathlib
 import re
 import subprocess
-import sys
 
-try:
-    import yaml
-except ImportError:  # the Megatron venv has PyYAML; system python3 may not
-    print("NOT RUN: no PyYAML for this python3 (pip install pyyaml, or run with the Megatron venv's python)")
-    sys.exit(77)
+import pytest
 
-root = pathlib.Path(sys.argv[1])
-binary = sys.argv[2] if len(sys.argv) > 2 else None
-failures = []
+yaml = pytest.importorskip("yaml", reason="no PyYAML for this python3 (pip install pyyaml, or the Megatron venv)")
 
 
 def commands(node):
@@ -35,75 +28,57 @@ def commands(node):
             yield from commands(item)
 
 
-def check_scripts(path, doc):
-    lines = list(commands(doc))
-    if not lines:
-        failures.append(f"{path}: no commands found")
-    scripts = set()
-    for line in lines:
-        scripts.update(re.findall(r"ci/[A-Za-z0-9_.-]+\.(?:sh|py)", line))
-    for script in sorted(scripts):
-        if not (root / script).is_file():
-            failures.append(f"{path}: calls {script}, which does not exist")
-        else:
-            print(f"ok   {path.name}: {script} exists")
-    gate_flags = set()
-    for line in lines:
-        for call in re.findall(r"ci/gate\.sh([^\n]*)", line):
-            gate_flags.update(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", call))
-    return gate_flags
+def workflows(root):
+    return (sorted((pathlib.Path(root) / "ci" / "github" / "workflows").glob("*.yml")),
+            sorted((pathlib.Path(root) / "ci" / "gitlab").glob("*.yml")))
 
 
-def check_github(path, doc):
-    # PyYAML reads the key `on` as True (YAML 1.1).
-    if not isinstance(doc, dict) or not ("on" in doc or True in doc) or "jobs" not in doc:
-        failures.append(f"{path}: a GitHub workflow needs 'on' and 'jobs'")
-        return set()
-    for name, job in doc["jobs"].items():
-        if "runs-on" not in job or not job.get("steps"):
-            failures.append(f"{path}: job {name} needs runs-on and steps")
-        for step in job.get("steps", []):
-            if not ("run" in step) ^ ("uses" in step):
-                failures.append(f"{path}: job {name}: a step needs exactly one of run/uses: {step}")
-    return check_scripts(path, doc)
+@pytest.fixture(scope="module")
+def docs(root):
+    """{path: its parsed YAML} of every workflow; both CI systems have some."""
+    github, gitlab = workflows(root)
+    assert github and gitlab, "expected workflows in ci/github/workflows/ and ci/gitlab/"
+    return {path: yaml.safe_load(path.read_text()) for path in github + gitlab}
 
 
-def check_gitlab(path, doc):
-    jobs = {k: v for k, v in doc.items() if isinstance(v, dict) and not k.startswith(".") and k not in ("variables", "default")}
-    if not jobs:
-        failures.append(f"{path}: no jobs")
-    stages = doc.get("stages", ["build", "test", "deploy"])
-    for name, job in jobs.items():
-        if "script" not in job:
-            failures.append(f"{path}: job {name} has no script")
-        if job.get("stage", "test") not in stages:
-            failures.append(f"{path}: job {name} uses stage {job.get('stage')} not in {stages}")
-    return check_scripts(path, doc)
+def test_github_workflows_have_the_shape_github_needs(root, docs):
+    for path in workflows(root)[0]:
+        doc = docs[path]
+        # PyYAML reads the key `on` as True (YAML 1.1).
+        assert isinstance(doc, dict) and ("on" in doc or True in doc) and "jobs" in doc, path
+        for name, job in doc["jobs"].items():
+            assert "runs-on" in job and job.get("steps"), f"{path}: job {name} needs runs-on and steps"
+            for step in job["steps"]:
+                assert ("run" in step) ^ ("uses" in step), f"{path}: job {name}: a step needs one of run/uses: {step}"
 
 
-gate_flags = set()
-github = sorted((root / "ci" / "github" / "workflows").glob("*.yml"))
-gitlab = sorted((root / "ci" / "gitlab").glob("*.yml"))
-if not github or not gitlab:
-    failures.append("expected workflows in ci/github/workflows/ and ci/gitlab/")
-for path in github + gitlab:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        failures.append(f"{path}: does not parse: {error}")
-        continue
-    print(f"ok   {path.relative_to(root)} parses")
-    gate_flags |= (check_github if path in github else check_gitlab)(path, doc)
+def test_gitlab_pipelines_have_the_shape_gitlab_needs(root, docs):
+    for path in workflows(root)[1]:
+        doc = docs[path]
+        jobs = {k: v for k, v in doc.items()
+                if isinstance(v, dict) and not k.startswith(".") and k not in ("variables", "default")}
+        assert jobs, f"{path}: no jobs"
+        stages = doc.get("stages", ["build", "test", "deploy"])
+        for name, job in jobs.items():
+            assert "script" in job, f"{path}: job {name} has no script"
+            assert job.get("stage", "test") in stages, f"{path}: job {name} uses stage {job.get('stage')}"
 
-if binary and gate_flags:
+
+def test_every_script_the_pipelines_call_exists(root, docs):
+    for path, doc in docs.items():
+        lines = list(commands(doc))
+        assert lines, f"{path}: no commands found"
+        scripts = {s for line in lines for s in re.findall(r"ci/[A-Za-z0-9_.-]+\.(?:sh|py)", line)}
+        assert [s for s in sorted(scripts) if not (pathlib.Path(root) / s).is_file()] == [], path
+
+
+def test_the_flags_passed_to_the_gate_are_the_gates(pytestconfig, docs):
+    binary = pytestconfig.getoption("--cli")
+    if not binary:
+        pytest.skip("needs --cli")
+    flags = {f for doc in docs.values() for line in commands(doc) for call in re.findall(r"ci/gate\.sh([^\n]*)", line)
+             for f in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", call)}
+    assert flags
     help_text = subprocess.run([binary, "gate", "--help"], capture_output=True, text=True, timeout=60)
     accepted = help_text.stdout + help_text.stderr
-    for flag in sorted(gate_flags):
-        if re.search(rf"{re.escape(flag)}(?![\w-])", accepted):
-            print(f"ok   gate accepts {flag}")
-        else:
-            failures.append(f"the pipelines pass {flag} to the gate, which `gate --help` does not list")
-
-for failure in failures:
-    print("FAIL " + failure)
-sys.exit(1 if failures else 0)
+    assert [f for f in sorted(flags) if not re.search(rf"{re.escape(f)}(?![\w-])", accepted)] == []

@@ -3,31 +3,17 @@
 report (summary.md's headline too); under a planted tiling bug, a picture of the target's own tiling
 beside the reference's with its holes and overlaps marked, linked from summary.md and JUnit; and a
 check that never ran shown with its reason only (no minimal case, no REPRO line), also under
---require-all. Usage: report_content_test.py INTEROP_HARNESS"""
+--require-all. Usage: run_pytest.sh report_content_test.py --cli INTEROP_HARNESS"""
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import xml.etree.ElementTree as ElementTree
 
-cli = sys.argv[1]
-failures = []
+import pytest
+
 WORDS = {"failed": "failed", "passed": "passed", "not run": "not_run", "known finding": "known_finding",
          "known findings": "known_finding", "harness error": "harness_error", "harness errors": "harness_error",
          "timeout": "timeout", "timeouts": "timeout", "stale finding": "stale", "stale findings": "stale"}
-
-
-def run(*args, timeout=600):
-    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def check(name, condition, detail=""):
-    print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + detail))
-    if not condition:
-        failures.append(name)
 
 
 def verdict_counts(line):
@@ -53,81 +39,86 @@ def outcome_counts(report):
     return counts
 
 
-def gate_reports(name, folder, result, expect_rc):
+def gate_reports(folder, result, expect_rc):
     """Checks the verdict line against report.json and summary.md; returns (report, summary, junit)."""
-    check(f"{name}: exit code", result.returncode == expect_rc, f"rc={result.returncode} {result.stderr[-400:]}")
+    assert result.returncode == expect_rc, result.stderr[-400:]
     last = result.stdout.rstrip("\n").splitlines()[-1]
-    report = json.load(open(os.path.join(folder, "report.json")))
-    summary = open(os.path.join(folder, "summary.md")).read()
+    with open(os.path.join(folder, "report.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(folder, "summary.md")) as f:
+        summary = f.read()
     junit = ElementTree.parse(os.path.join(folder, "junit.xml")).getroot()
     counts = verdict_counts(last)
-    check(f"{name}: the verdict line carries its counts", counts is not None, repr(last))
-    check(f"{name}: the verdict line's counts are the JSON report's outcomes",
-          counts == outcome_counts(report), f"{last!r} vs {outcome_counts(report)}")
-    check(f"{name}: report.json has the verdict line", report.get("verdict_line") == last,
-          f"{report.get('verdict_line')!r} vs {last!r}")
-    check(f"{name}: report.json's counts agree", all(report["counts"].get(k.replace("_", " "), 0) == v
-                                                     for k, v in outcome_counts(report).items() if k != "stale"))
-    check(f"{name}: summary.md's headline has the same counts",
-          summary.splitlines()[0].endswith(last[last.index(" ("):]), summary.splitlines()[0])
+    assert counts is not None, f"the verdict line carries its counts: {last!r}"
+    assert counts == outcome_counts(report), f"{last!r} vs {outcome_counts(report)}"
+    assert report.get("verdict_line") == last
+    assert all(report["counts"].get(k.replace("_", " "), 0) == v for k, v in outcome_counts(report).items()
+               if k != "stale")
+    assert summary.splitlines()[0].endswith(last[last.index(" ("):]), summary.splitlines()[0]
     return report, summary, junit
 
 
-def rects(svg, attribute_text):
-    return re.findall(r"<rect x='([-\d.e+]+)' y='([-\d.e+]+)' width='[-\d.e+]+' height='([-\d.e+]+)'[^>]*"
-                      + attribute_text, svg)
+def panels_of(svg):
+    return dict(re.findall(r"<g class='(reference|target)-panel'>(.*?)</g>", svg, re.S))
 
 
-work = tempfile.mkdtemp(prefix="ih-report-content-")
-try:
-    clean_dir, mutant_dir, required_dir = (os.path.join(work, d) for d in ("clean", "mutant", "required"))
-    clean = run("gate", "--property-cases", "5", "--report", clean_dir)
-    gate_reports("clean gate", clean_dir, clean, 0)
-    check("clean gate: no picture without a failure", not [f for f in os.listdir(clean_dir) if f.endswith(".svg")])
+def test_a_clean_gates_reports_agree_and_hold_no_picture(run, tmp_path):
+    gate_reports(str(tmp_path), run("gate", "--property-cases", "5", "--report", str(tmp_path)), 0)
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".svg")]
 
-    # A planted tiling bug: TP rank t's GTP pieces lose their t*s_j offset term.
-    mutant = run("gate", "--mutant", "gtp_offset_no_tp_term", "--property-cases", "5", "--report", mutant_dir)
-    report, summary, junit = gate_reports("gtp_offset_no_tp_term", mutant_dir, mutant, 1)
-    pictured = [c for c in report["checks"] if c["outcome"] == "failed" and "picture" in c]
-    check("the failing tiling check has a picture", len(pictured) > 0,
-          str([c["name"] for c in report["checks"] if c["outcome"] == "failed"]))
+
+@pytest.fixture(scope="module")
+def planted(run, tmp_path_factory):
+    """A planted tiling bug: TP rank t's GTP pieces lose their t*s_j offset term."""
+    folder = str(tmp_path_factory.mktemp("mutant"))
+    mutant = run("gate", "--mutant", "gtp_offset_no_tp_term", "--property-cases", "5", "--report", folder)
+    report, summary, junit = gate_reports(folder, mutant, 1)
+    return folder, report, summary, junit, [c for c in report["checks"] if c["outcome"] == "failed" and "picture" in c]
+
+
+def test_each_failing_tiling_picture_is_drawn_and_linked(planted):
+    folder, report, summary, junit, pictured = planted
+    assert pictured, [c["name"] for c in report["checks"] if c["outcome"] == "failed"]
     for c in pictured:
         picture = c["picture"]
-        path = os.path.join(mutant_dir, picture)
-        check(f"{picture}: a file in the report folder", os.path.dirname(picture) == "" and os.path.isfile(path))
-        svg = open(path).read() if os.path.isfile(path) else ""
-        panels = dict(re.findall(r"<g class='(reference|target)-panel'>(.*?)</g>", svg, re.S))
-        check(f"{picture}: draws the reference beside the target",
-              set(panels) == {"reference", "target"} and "target: mutant:gtp_offset_no_tp_term" in svg)
-        check(f"{picture}: the reference's tiling has no hole and no overlap",
-              not rects(panels.get("reference", ""), "class='(?:hole|overlap)'"))
-        check(f"{picture}: linked from summary.md", f"]({picture})" in summary)
+        path = os.path.join(folder, picture)
+        assert os.path.dirname(picture) == "" and os.path.isfile(path), picture
+        with open(path) as f:
+            svg = f.read()
+        panels = panels_of(svg)
+        assert set(panels) == {"reference", "target"} and "target: mutant:gtp_offset_no_tp_term" in svg
+        assert not rects(panels.get("reference", ""), "class='(?:hole|overlap)'"), "the reference's tiling is whole"
+        assert f"]({picture})" in summary
         case = [t for t in junit.iter("testcase") if t.attrib["name"] == c["title"]]
         failure = case[0].find("failure") if case else None
-        check(f"{picture}: linked from the JUnit failure message",
-              failure is not None and picture in failure.attrib["message"] and picture in (failure.text or ""))
-    # The failing tiling check: the mutant's pieces, not the reference's, with its holes and overlaps.
+        assert failure is not None and picture in failure.attrib["message"] and picture in (failure.text or "")
+    other = [c for c in report["checks"] if "picture" in c and c not in pictured]
+    assert not other, "only failures have pictures"
+
+
+def test_the_tiling_picture_shows_the_targets_own_pieces_with_its_holes_and_overlaps(planted):
+    folder, pictured = planted[0], planted[4]
     tiling = [c for c in pictured if c["title"] == "gtp_pieces_tile_chunks"]
-    check("the tiling check gtp_pieces_tile_chunks fails with a picture", len(tiling) == 1)
-    svg = open(os.path.join(mutant_dir, tiling[0]["picture"])).read() if tiling else ""
-    panels = dict(re.findall(r"<g class='(reference|target)-panel'>(.*?)</g>", svg, re.S))
+    assert len(tiling) == 1
+    with open(os.path.join(folder, tiling[0]["picture"])) as f:
+        svg = f.read()
+    panels = panels_of(svg)
     target_panel, reference_panel = panels.get("target", ""), panels.get("reference", "")
     holes, overlaps = rects(target_panel, "class='hole'"), rects(target_panel, "class='overlap'")
-    check("tiling picture: the target's holes and overlaps are marked", holes and overlaps,
-          f"{len(holes)} holes {len(overlaps)} overlaps")
-    check("tiling picture: its legend lists them", "hole: " in svg and "overlap: " in svg)
+    assert holes and overlaps and "hole: " in svg and "overlap: " in svg
     shift = float(re.search(r"<rect x='([\d.]+)'", target_panel).group(1)) - float(
-        re.search(r"<rect x='([\d.]+)'", reference_panel).group(1)) if target_panel and reference_panel else 0
-    pieces = lambda panel, dx: sorted((round(float(x) - dx, 3), y, h) for x, y, h in rects(panel, "fill-opacity='0.8'"))
-    check("tiling picture: the target's pieces are drawn where the target puts them, not where the reference does",
-          pieces(reference_panel, 0) and pieces(target_panel, shift) and
-          pieces(reference_panel, 0) != pieces(target_panel, shift))
-    other = [c for c in report["checks"] if "picture" in c and c not in pictured]
-    check("only failures have pictures", not other, str(other))
+        re.search(r"<rect x='([\d.]+)'", reference_panel).group(1))
+    pieces = lambda panel, dx: sorted((round(float(x) - dx, 3), y, h)  # noqa: E731
+                                      for x, y, h in rects(panel, "fill-opacity='0.8'"))
+    assert pieces(reference_panel, 0) and pieces(target_panel, shift)
+    assert pieces(reference_panel, 0) != pieces(target_panel, shift), "drawn where the target puts them"
 
-    # Checks that never ran: a Megatron checkout with none of the functions the checks call (only
-    # the modules the adapter cannot start without), so every check is NOT RUN there.
-    empty = os.path.join(work, "empty-megatron")
+
+@pytest.fixture(scope="module")
+def nothing_runs(run, tmp_path_factory):
+    """A Megatron checkout with none of the functions the checks call (only the modules the adapter cannot start
+    without), so every check is NOT RUN there: the gate's flags against it."""
+    empty = tmp_path_factory.mktemp("empty-megatron")
     for module, text in {"__init__.py": "", "core/__init__.py": "__version__ = '0.0.0+empty'\n",
                          "core/dist_checkpointing/__init__.py": "",
                          "core/dist_checkpointing/core.py": "class CheckpointingException(Exception):\n    pass\n",
@@ -136,42 +127,44 @@ try:
                              f"class {name}:\n    pass\n" for name in ("ShardedBase", "ShardedTensor", "ShardedObject",
                                                                      "ShardedTensorFactory", "LocalNonpersistentObject"))
                          }.items():
-        os.makedirs(os.path.dirname(os.path.join(empty, "megatron", module)), exist_ok=True)
-        open(os.path.join(empty, "megatron", module), "w").write(text)
-    target = ("--target", "megatron", "--megatron-path", empty, "--property-cases", "1")
-    not_run_dir = os.path.join(work, "not-run")
-    not_run = run("gate", *target, "--report", not_run_dir)
-    if not_run.returncode == 3 and "install-megatron.sh" in not_run.stderr:
-        print("SKIP the NOT RUN checks: no Megatron venv here (bash ci/install-megatron.sh)\n" + not_run.stderr[-300:])
-        sys.exit(1 if failures else 0)
-    report, _, _ = gate_reports("nothing runs", not_run_dir, not_run, 5)
-    check("nothing runs: every check NOT RUN", all(c["outcome"] == "not run" for c in report["checks"]),
-          str([c["name"] for c in report["checks"] if c["outcome"] != "not run"][:5]))
-    check("nothing runs: no REPRO line", "REPRO:" not in not_run.stdout)
+        path = empty / "megatron" / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    target = ("--target", "megatron", "--megatron-path", str(empty), "--property-cases", "1")
+    folder = str(tmp_path_factory.mktemp("not-run"))
+    result = run("gate", *target, "--report", folder)
+    if result.returncode == 3 and "install-megatron.sh" in result.stderr:
+        pytest.skip("no Megatron venv here (bash ci/install-megatron.sh): " + result.stderr[-300:])
+    return target, result, folder
 
-    # The same checks, made failures by --require-all: still their reason only.
-    required = run("gate", *target, "--require-all", "--report", required_dir)
-    report, summary, junit = gate_reports("--require-all", required_dir, required, 1)
+
+def test_a_check_that_never_ran_is_not_run_without_repro(nothing_runs):
+    _, result, folder = nothing_runs
+    report, _, _ = gate_reports(folder, result, 5)
+    assert all(c["outcome"] == "not run" for c in report["checks"]), \
+        [c["name"] for c in report["checks"] if c["outcome"] != "not run"][:5]
+    assert "REPRO:" not in result.stdout
+
+
+def test_under_require_all_a_check_that_never_ran_fails_with_its_reason_only(run, nothing_runs, tmp_path):
+    required = run("gate", *nothing_runs[0], "--require-all", "--report", str(tmp_path))
+    report, summary, junit = gate_reports(str(tmp_path), required, 1)
     never_ran = [c for c in report["checks"] if c.get("detail", "").startswith("--require-all: did not run")]
-    check("--require-all: the checks that never ran fail", len(never_ran) == len(report["checks"]) > 0,
-          f"{len(never_ran)} of {len(report['checks'])}")
-    check("--require-all: no REPRO line at all", "REPRO:" not in required.stdout)
+    assert len(never_ran) == len(report["checks"]) > 0
+    assert "REPRO:" not in required.stdout
+    repro_lines = "".join(line for line in required.stdout.splitlines() if line.startswith("REPRO: "))
     for c in never_ran:
         where = c["group"] + ": " + c["title"]
-        check(f"never ran, no repro in JSON: {where}", "repro" not in c and "minimal_case" not in c, str(c))
+        assert "repro" not in c and "minimal_case" not in c, str(c)
         failed_block = required.stdout.split("FAILED " + where + "\n", 1)[-1].split("\n")
-        check(f"never ran, reason only on the console: {where}",
-              not failed_block[1].lstrip().startswith("minimal case"), failed_block[1])
-        check(f"never ran, no REPRO line: {where}", f"REPRO: interop-harness repro ih1:{c['name']}:" not in required.stdout
-              and c["name"] + ":" not in "".join(line for line in required.stdout.splitlines()
-                                                 if line.startswith("REPRO: ")))
+        assert not failed_block[1].lstrip().startswith("minimal case"), failed_block[1]
+        assert c["name"] + ":" not in repro_lines
         case = [t for t in junit.iter("testcase") if t.attrib["name"] == c["title"]]
         text = case[0].find("failure").text if case and case[0].find("failure") is not None else ""
-        check(f"never ran, no REPRO in JUnit: {where}", "REPRO" not in text and "minimal case" not in text, text)
-        check(f"never ran, no repro in summary.md: {where}",
-              all("interop-harness repro" not in line for line in summary.splitlines() if c["title"] in line))
-finally:
-    shutil.rmtree(work, ignore_errors=True)
+        assert "REPRO" not in text and "minimal case" not in text, text
+        assert all("interop-harness repro" not in line for line in summary.splitlines() if c["title"] in line)
 
-print(f"{len(failures)} failed" if failures else "all report-content checks passed")
-sys.exit(1 if failures else 0)
+
+def rects(svg, attribute_text):
+    return re.findall(r"<rect x='([-\d.e+]+)' y='([-\d.e+]+)' width='[-\d.e+]+' height='([-\d.e+]+)'[^>]*"
+                      + attribute_text, svg)

@@ -5,30 +5,19 @@ own variables) against the Megatron-LM snapshot laid out as the workflow's check
 and a written summary. A workflow that runs --require-all without listing what today's Megatron lacks
 fails here, as it would on every pull request.
 
-Usage: workflow_gate_test.py REPO_ROOT. Exit 77 (skipped, never a pass): no PyYAML or no snapshot."""
+Usage: run_pytest.sh workflow_gate_test.py --root REPO_ROOT. Exit 77 (skipped, never a pass): no PyYAML or no
+snapshot."""
 import os
 import pathlib
 import re
 import subprocess
-import sys
 import tempfile
 import time
 
-try:
-    import yaml
-except ImportError:
-    print("NOT RUN: no PyYAML for this python3")
-    sys.exit(77)
+import pytest
 
-root = pathlib.Path(sys.argv[1]).resolve()
-snapshot = subprocess.run(["bash", str(root / "ci" / "megatron-snapshot.sh")], capture_output=True, text=True)
-if snapshot.returncode == 3:
-    print("NOT RUN: no Megatron-LM snapshot here (ci/megatron-snapshot.sh exited 3)")
-    sys.exit(77)
-if snapshot.returncode != 0:
-    print("ERROR: harness_error: ci/megatron-snapshot.sh failed: " + snapshot.stderr)
-    sys.exit(3)
-snapshot = pathlib.Path(snapshot.stdout.strip().splitlines()[-1])
+yaml = pytest.importorskip("yaml", reason="no PyYAML for this python3")
+
 
 # The runner's own settings stay the runner's: this machine's venv and compiler cache, this clone.
 RUNNER_OWNED = {"IH", "CCACHE_DIR", "INTEROP_MEGATRON_VENV"}
@@ -67,7 +56,7 @@ def gitlab_job(doc):
     return None
 
 
-def run_job(name, variables, lines, workspace_env):
+def run_job(root, name, variables, lines, workspace_env):
     env = dict(os.environ, IH=str(root), **variables, **workspace_env)
     for line in lines:
         started = time.time()
@@ -83,17 +72,22 @@ def run_job(name, variables, lines, workspace_env):
     return [] if summary.is_file() else [f"{name}: no report written at {summary}"]
 
 
-failures = []
-jobs = [("github", root / "ci/github/workflows/megatron-gate.yml", github_job),
-        ("gitlab", root / "ci/gitlab/.gitlab-ci.yml", gitlab_job)]
-for name, path, find in jobs:
-    found = find(yaml.safe_load(path.read_text()))
-    if not found:
-        failures.append(f"{path}: no job calls ci/gate.sh")
-        continue
+@pytest.fixture(scope="module")
+def snapshot(root):
+    found = subprocess.run(["bash", os.path.join(root, "ci", "megatron-snapshot.sh")], capture_output=True, text=True)
+    if found.returncode == 3:
+        pytest.skip("no Megatron-LM snapshot here (ci/megatron-snapshot.sh exited 3)")
+    assert found.returncode == 0, "ci/megatron-snapshot.sh failed: " + found.stderr
+    return pathlib.Path(found.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name,workflow,find", [("github", "ci/github/workflows/megatron-gate.yml", github_job),
+                                                ("gitlab", "ci/gitlab/.gitlab-ci.yml", gitlab_job)])
+def test_the_workflows_gate_job_passes_against_the_snapshot(root, snapshot, name, workflow, find):
+    found = find(yaml.safe_load((pathlib.Path(root) / workflow).read_text()))
+    assert found, f"{workflow}: no job calls ci/gate.sh"
     variables, lines = found
-    if not any(re.search(r"--require-all", line) for line in lines):
-        failures.append(f"{path}: the gate job does not run --require-all")
+    assert any(re.search(r"--require-all", line) for line in lines), f"{workflow}: the gate job does not run --require-all"
     with tempfile.TemporaryDirectory(prefix="ih-workflow-") as work:
         work = pathlib.Path(work)
         if name == "github":  # actions/checkout path: megatron, beside the harness
@@ -103,9 +97,4 @@ for name, path, find in jobs:
             (work / "megatron").symlink_to(snapshot / "megatron")
             workspace_env = {"CI_PROJECT_DIR": str(work)}
         workspace_env["WORKSPACE"] = str(work)
-        failures += run_job(name, variables, lines, workspace_env)
-
-for failure in failures:
-    print("FAIL " + failure)
-print("PASS: both workflows' gate jobs pass against the snapshot" if not failures else "")
-sys.exit(1 if failures else 0)
+        assert run_job(root, name, variables, lines, workspace_env) == []

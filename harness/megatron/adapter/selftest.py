@@ -105,98 +105,119 @@ def _chunks_43(t):
     return out
 
 
-# ---- checks: (name, request, expected) --------------------------------------------------------
-# expected: {"result": R} exact result, {"kind": K} error kind, {"pred": fn(reply) -> bool}.
+# ---- checks: (name, request, expected), one group per spec section ------------------------------
 
-def checks(supports=()):
-    C = []
+class Table(list):
+    """(name, request, expected) rows; expected: {"result": R} exact result, {"kind": K} error kind,
+    {"pred": fn(reply) -> bool}."""
 
-    def res(name, req, result):
-        C.append((name, req, {"result": result}))
+    def res(self, name, req, result):
+        self.append((name, req, {"result": result}))
 
-    def err(name, req, kind):
-        C.append((name, req, {"kind": kind}))
+    def err(self, name, req, kind):
+        self.append((name, req, {"kind": kind}))
 
-    def pmap(name, pattern, expected):
-        res(name, {"op": "pattern_maps", "pattern": pattern}, expected)
 
-    def perr(name, pattern, kind):
-        res(name, {"op": "pattern_maps", "pattern": pattern},
-            {"pattern": pattern, "ok": False, "error": {"kind": kind}})
+def pmap(C, name, pattern, expected):
+    C.res(name, {"op": "pattern_maps", "pattern": pattern}, expected)
 
-    # 2.2 layer maps
-    pmap("2.2 M*-M*-", "M*-M*-", maps_ok("M*-M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
-    pmap("2.2 M*-|M*- (pipes ignored)", "M*-|M*-", maps_ok("M*-|M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
-    pmap("2.2 **--", "**--", maps_ok("**--", [[0, 0], [1, 1]], [[2, 0], [3, 1]], [], 2))
-    pmap("2.2 M*-M*-*-M*-*-", "M*-M*-*-M*-*-",
+
+def perr(C, name, pattern, kind):
+    C.res(name, {"op": "pattern_maps", "pattern": pattern}, {"pattern": pattern, "ok": False, "error": {"kind": kind}})
+
+
+def layer_map_checks(supports):
+    """2.2 layer maps and the 1.3 pattern errors they report."""
+    C = Table()
+    pmap(C, "2.2 M*-M*-", "M*-M*-", maps_ok("M*-M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
+    pmap(C, "2.2 M*-|M*- (pipes ignored)", "M*-|M*-", maps_ok("M*-|M*-", [[1, 0], [4, 1]], [[2, 0], [5, 1]], [0, 3], 2))
+    pmap(C, "2.2 **--", "**--", maps_ok("**--", [[0, 0], [1, 1]], [[2, 0], [3, 1]], [], 2))
+    pmap(C, "2.2 M*-M*-*-M*-*-", "M*-M*-*-M*-*-",
          maps_ok("M*-M*-*-M*-*-", [[1, 0], [4, 1], [6, 2], [9, 3], [11, 4]],
                  [[2, 0], [5, 1], [7, 2], [10, 3], [12, 4]], [0, 3, 8], 5))
-    pmap("2.2 *E*E (MoE pairing)", "*E*E", maps_ok("*E*E", [[0, 0], [2, 1]], [[1, 0], [3, 1]], [], 2))
-    pmap("2.2 trailing / is depth 0", "M*-/", maps_ok("M*-/", [[1, 0]], [[2, 0]], [0], 1))
-    perr("2.2 M*-M*E mixed (before counts)", "M*-M*E", "mixed_mlp_kinds")
-    perr("2.2 M**- unbalanced", "M**-", "unbalanced_attention_mlp")
-    perr("2.2 MMMM unbalanced (zero)", "MMMM", "unbalanced_attention_mlp")
-    perr("2.2 MD- untranslatable", "MD-", "untranslatable_layer_types")
-    perr("2.2 M*-/MM MTP present", "M*-/MM", "mtp_present")
-    perr("2.2 /MM/MM caught by MTP check", "/MM/MM", "mtp_present")
-    perr("2.2 empty", "", "empty_pattern")
-    perr("2.2 lone pipe", "|", "empty_pattern")
-    perr("2.2 null pattern", None, "empty_pattern")
-    perr("1.3 M*X* invalid symbol", "M*X*", "invalid_symbol")
-    perr("1.3 MD* attention+MLA/DSA", "MD*", "attention_with_mla_dsa")
-    perr("1.3 M*//MM not identical", "M*//MM", "mtp_not_identical")
+    pmap(C, "2.2 *E*E (MoE pairing)", "*E*E", maps_ok("*E*E", [[0, 0], [2, 1]], [[1, 0], [3, 1]], [], 2))
+    pmap(C, "2.2 trailing / is depth 0", "M*-/", maps_ok("M*-/", [[1, 0]], [[2, 0]], [0], 1))
+    perr(C, "2.2 M*-M*E mixed (before counts)", "M*-M*E", "mixed_mlp_kinds")
+    perr(C, "2.2 M**- unbalanced", "M**-", "unbalanced_attention_mlp")
+    perr(C, "2.2 MMMM unbalanced (zero)", "MMMM", "unbalanced_attention_mlp")
+    perr(C, "2.2 MD- untranslatable", "MD-", "untranslatable_layer_types")
+    perr(C, "2.2 M*-/MM MTP present", "M*-/MM", "mtp_present")
+    perr(C, "2.2 /MM/MM caught by MTP check", "/MM/MM", "mtp_present")
+    perr(C, "2.2 empty", "", "empty_pattern")
+    perr(C, "2.2 lone pipe", "|", "empty_pattern")
+    perr(C, "2.2 null pattern", None, "empty_pattern")
+    perr(C, "1.3 M*X* invalid symbol", "M*X*", "invalid_symbol")
+    perr(C, "1.3 MD* attention+MLA/DSA", "MD*", "attention_with_mla_dsa")
+    perr(C, "1.3 M*//MM not identical", "M*//MM", "mtp_not_identical")
+    return C
 
-    # 1.3 parse
+
+def parse_checks(supports):
+    """1.3 parse."""
+    C = Table()
+
     def parse(name, pattern, main, mtp, depth):
-        res(name, {"op": "parse_pattern", "pattern": pattern}, {"main": main, "mtp": mtp, "depth": depth})
+        C.res(name, {"op": "parse_pattern", "pattern": pattern}, {"main": main, "mtp": mtp, "depth": depth})
     parse("1.3 M*M*/MM/MM", "M*M*/MM/MM", "M*M*", "MM", 2)
     parse("1.3 /MM/MM", "/MM/MM", None, "MM", 2)
     parse("1.3 M*M*//", "M*M*//", "M*M*", None, 0)
     parse("1.3 empty", "", "", None, 0)
     parse("1.3 M*/D checked separately", "M*/D", "M*", "D", 1)
-    err("1.3 M*M*/MM/Ma identical-check first", {"op": "parse_pattern", "pattern": "M*M*/MM/Ma"}, "mtp_not_identical")
-    err("1.3 M*M*/Ma/Ma invalid MTP symbol", {"op": "parse_pattern", "pattern": "M*M*/Ma/Ma"}, "invalid_symbol")
-    err("1.3 pipe inside MTP", {"op": "parse_pattern", "pattern": "M*M*/M|M/M|M"}, "invalid_symbol")
+    C.err("1.3 M*M*/MM/Ma identical-check first", {"op": "parse_pattern", "pattern": "M*M*/MM/Ma"}, "mtp_not_identical")
+    C.err("1.3 M*M*/Ma/Ma invalid MTP symbol", {"op": "parse_pattern", "pattern": "M*M*/Ma/Ma"}, "invalid_symbol")
+    C.err("1.3 pipe inside MTP", {"op": "parse_pattern", "pattern": "M*M*/M|M/M|M"}, "invalid_symbol")
+    return C
 
-    # 1.4 counts
-    res("1.4 total M-M-|M-M*-", {"op": "total_layer_count", "pattern": "M-M-|M-M*-"}, {"count": 9})
-    res("1.4 total ||M", {"op": "total_layer_count", "pattern": "||M"}, {"count": 1})
-    res("1.4 segments ||M", {"op": "segment_count", "pattern": "||M"}, {"count": 3})
-    res("1.4 segments M-M-|M-M*-/MM/MM", {"op": "segment_count", "pattern": "M-M-|M-M*-/MM/MM"}, {"count": 2})
-    res("1.4 layer counts", {"op": "layer_counts", "pattern": "M-M-|M-M*-/MM/MM"},
+
+def count_checks(supports):
+    """1.4 counts."""
+    C = Table()
+    C.res("1.4 total M-M-|M-M*-", {"op": "total_layer_count", "pattern": "M-M-|M-M*-"}, {"count": 9})
+    C.res("1.4 total ||M", {"op": "total_layer_count", "pattern": "||M"}, {"count": 1})
+    C.res("1.4 segments ||M", {"op": "segment_count", "pattern": "||M"}, {"count": 3})
+    C.res("1.4 segments M-M-|M-M*-/MM/MM", {"op": "segment_count", "pattern": "M-M-|M-M*-/MM/MM"}, {"count": 2})
+    C.res("1.4 layer counts", {"op": "layer_counts", "pattern": "M-M-|M-M*-/MM/MM"},
         {"counts": {"*": 1, "D": 0, "G": 0, "M": 8, "+": 0, "-": 4, "E": 0},
          "order": ["*", "D", "G", "M", "+", "-", "E"]})
+    return C
 
-    # 1.6 segment selection
+
+def segment_checks(supports):
+    """1.6 segment selection."""
+    C = Table()
     four = "M*-M*-|*-|M*-|*-"
     for (r, vp), (layers, off) in {(0, 0): ("M*-M*-", 0), (1, 0): ("*-", 6), (0, 1): ("M*-", 8),
                                     (1, 1): ("*-", 11)}.items():
-        res(f"1.6 table rank {r} vp {vp}", {"op": "select_segment", "pattern": four, "pp_rank": r,
+        C.res(f"1.6 table rank {r} vp {vp}", {"op": "select_segment", "pattern": four, "pp_rank": r,
                                             "pp_size": 2, "vp_stage": vp}, {"layers": layers, "offset": off})
-    res("1.6 legacy hazard rank 1", {"op": "select_segment", "pattern": "MMMM", "pp_rank": 1, "pp_size": 2,
+    C.res("1.6 legacy hazard rank 1", {"op": "select_segment", "pattern": "MMMM", "pp_rank": 1, "pp_size": 2,
                                      "vp_stage": None, "first": 1, "last": 1}, {"layers": "M", "offset": 3})
-    err("1.6 pipes with first", {"op": "select_segment", "pattern": "M*|M*", "pp_rank": 0, "pp_size": 2,
+    C.err("1.6 pipes with first", {"op": "select_segment", "pattern": "M*|M*", "pp_rank": 0, "pp_size": 2,
                                  "first": 1}, "pipe_with_first_last")
-    err("1.6 VPP without pipes", {"op": "select_segment", "pattern": "M*M*", "pp_rank": 0, "pp_size": 2,
+    C.err("1.6 VPP without pipes", {"op": "select_segment", "pattern": "M*M*", "pp_rank": 0, "pp_size": 2,
                                   "vp_stage": 0}, "vpp_without_pipes")
-    err("1.6 legacy not divisible", {"op": "select_segment", "pattern": "M*M*M", "pp_rank": 0, "pp_size": 2},
+    C.err("1.6 legacy not divisible", {"op": "select_segment", "pattern": "M*M*M", "pp_rank": 0, "pp_size": 2},
         "layers_not_divisible_by_pp")
-    err("1.6 segments not divisible", {"op": "select_segment", "pattern": "M|M|M", "pp_rank": 0, "pp_size": 2},
+    C.err("1.6 segments not divisible", {"op": "select_segment", "pattern": "M|M|M", "pp_rank": 0, "pp_size": 2},
         "segments_not_divisible_by_pp")
-    err("1.6 segment out of range", {"op": "select_segment", "pattern": "M|M", "pp_rank": 0, "pp_size": 1,
+    C.err("1.6 segment out of range", {"op": "select_segment", "pattern": "M|M", "pp_rank": 0, "pp_size": 1,
                                      "vp_stage": 2}, "segment_out_of_range")
+    return C
 
-    # 2.4-2.6 retarget
+
+def retarget_checks(supports):
+    """2.4-2.6 retarget; 2.3 a gated fc1 (swiglu factory) built after retargeting."""
+    C = Table()
     qkv1 = tensor("decoder.layers.1.self_attention.linear_qkv.weight", [4], [4], [0], [1])
-    res("2.5 ST gains the layer axis (M*-)", {"op": "retarget", "pattern": "M*-", "entries": flat(qkv1)},
+    C.res("2.5 ST gains the layer axis (M*-)", {"op": "retarget", "pattern": "M*-", "entries": flat(qkv1)},
         {"entries": [{"path": qkv1["key"], "entry": tensor("decoder.layers.self_attention.linear_qkv.weight",
                                                            [4], [1, 4], [0, 0], [1, 1], prepend=1)}]})
     so5 = obj("decoder.layers.5.mlp.linear_fc2._extra_state", [1], [0], [0, 1, 0])
-    res("2.5 SO placeholder replaced (M*-M*-)", {"op": "retarget", "pattern": "M*-M*-", "entries": flat(so5)},
+    C.res("2.5 SO placeholder replaced (M*-M*-)", {"op": "retarget", "pattern": "M*-M*-", "entries": flat(so5)},
         {"entries": [{"path": so5["key"], "entry": obj("decoder.layers.mlp.linear_fc2._extra_state", [2], [1],
                                                        [0, 1, 0])}]})
     so_e = obj("decoder.layers.3.mlp.experts.linear_fc1._extra_state", [8], [3])
-    res("2.5 SO expert axis prepended (*E*E)", {"op": "retarget", "pattern": "*E*E", "entries": flat(so_e)},
+    C.res("2.5 SO expert axis prepended (*E*E)", {"op": "retarget", "pattern": "*E*E", "entries": flat(so_e)},
         {"entries": [{"path": so_e["key"], "entry": obj("decoder.layers.mlp.experts.linear_fc1._extra_state",
                                                         [2, 8], [1, 3])}]})
     opt = tensor("optimizer.state.exp_avg.decoder.layers.1.self_attention.linear_qkv.weight", [4], [8], [4], [2],
@@ -207,7 +228,7 @@ def checks(supports=()):
     out_es = obj("output_layer._extra_state", [1], [0])
     out_opt = obj("optimizer.state.exp_avg.output_layer._extra_state", [1], [0])
     out_w = tensor("output_layer.weight", [8, 4], [16, 4], [0, 0], [2, 1])
-    res("2.4/2.6 optimizer prefix, fresh, final norm, embedding, omitted key (suffix)",
+    C.res("2.4/2.6 optimizer prefix, fresh, final norm, embedding, omitted key (suffix)",
         {"op": "retarget", "pattern": "M*-", "entries": flat(opt, fresh, norm, emb, out_es, out_opt, out_w)},
         {"entries": [
             {"path": opt["key"], "entry": tensor("optimizer.state.exp_avg.decoder.layers.self_attention.linear_qkv.weight",
@@ -218,64 +239,76 @@ def checks(supports=()):
             {"path": out_es["key"], "entry": {"kind": "local"}},
             {"path": out_opt["key"], "entry": {"kind": "local"}},
             {"path": out_w["key"], "entry": out_w}]})
-    err("2.4 unknown hybrid layer", {"op": "retarget", "pattern": "M*-", "entries": flat(
+    C.err("2.4 unknown hybrid layer", {"op": "retarget", "pattern": "M*-", "entries": flat(
         tensor("decoder.layers.7.mlp.linear_fc1.weight", [4], [4], [0], [1]))}, "unknown_hybrid_layer")
-    err("2.5 uneven ST cannot be prepended", {"op": "retarget", "pattern": "M*-", "entries": flat(
+    C.err("2.5 uneven ST cannot be prepended", {"op": "retarget", "pattern": "M*-", "entries": flat(
         tensor("decoder.layers.1.mlp.linear_fc1.weight", [3], [7], [4], None))}, "uneven_prepend")
-    err("3.1 construction checks offsets", {"op": "retarget", "pattern": "M*-", "entries": flat(
+    C.err("3.1 construction checks offsets", {"op": "retarget", "pattern": "M*-", "entries": flat(
         tensor("decoder.layers.1.mlp.linear_fc1.weight", [4], [8], [3], [2]))}, "metadata_integrity")
     # 2.3 gated fc1 (swiglu factory) built after retargeting hybrid layer 5 (GPT 1 of 2), t = 1 of 2.
     fc1 = tensor("decoder.layers.5.mlp.linear_fc1.weight", [1024, 256], [2048, 256], [1024, 0], [2, 1],
                  replica=[0, 0, 0])
     piece = lambda row: tensor("decoder.layers.mlp.linear_fc1.weight", [512, 256], [2, 2048, 256], [1, row, 0],
                                [2, 4, 1], replica=[0, 0, 0], prepend=1)
-    res("2.3/2.5 swiglu factory pieces get the layer axis",
+    C.res("2.3/2.5 swiglu factory pieces get the layer axis",
         {"op": "retarget", "pattern": "M*-M*-", "entries": [{"path": fc1["key"], "entry": {
             "kind": "factory", "factory": "swiglu", "tensor": fc1}}]},
         {"entries": [{"path": fc1["key"], "entry": {"kind": "factory", "key": "decoder.layers.mlp.linear_fc1.weight",
                                                     "built": [{"path": "0", "entry": piece(512)},
                                                               {"path": "1", "entry": piece(1536)}]}}]})
+    return C
 
-    # 2.7 FSDP
+
+def fsdp_checks(supports):
+    """2.7 FSDP."""
+    C = Table()
     ck = ["optimizer.state.module.module.decoder.layers.0.self_attention.linear_qkv.weight"]
-    res("2.7 FSDP key: renumber and recover module. prefix",
+    C.res("2.7 FSDP key: renumber and recover module. prefix",
         {"op": "fsdp_key", "pattern": "M*-", "checkpoint_keys": ck,
          "key": "module.module.module.decoder.layers.1.self_attention.linear_qkv.weight"},
         {"key": "module.module.decoder.layers.0.self_attention.linear_qkv.weight"})
-    res("2.7 FSDP key: fresh layer omitted", {"op": "fsdp_key", "pattern": "M*-", "checkpoint_keys": None,
+    C.res("2.7 FSDP key: fresh layer omitted", {"op": "fsdp_key", "pattern": "M*-", "checkpoint_keys": None,
                                               "key": "decoder.layers.0.mixer.A_log"}, {"key": None})
-    res("2.7 FSDP tree with prefix",
+    C.res("2.7 FSDP tree with prefix",
         {"op": "fsdp_retarget", "pattern": "M*-", "prefix": "optimizer.state", "checkpoint_keys": ck,
          "tree": {"module.module.module.decoder.layers.1.self_attention.linear_qkv.weight": 1,
                   "module.module.module.decoder.layers.0.mixer.A_log": 2,
                   "module.module.module.decoder.layers.2.mlp.linear_fc1.weight": 3, "groups": {"x": [1]}}},
         {"tree": {"module.module.decoder.layers.0.self_attention.linear_qkv.weight": 1, "groups": {"x": [1]}}})
-    res("2.7 FSDP key: two distinct captures leave the key unchanged",
+    C.res("2.7 FSDP key: two distinct captures leave the key unchanged",
         {"op": "fsdp_key", "pattern": "M*-", "key": "decoder.layers.1.self_attention.linear_proj.weight",
          "checkpoint_keys": ["model.module.decoder.layers.0.self_attention.linear_proj.weight",
                              "model.module.module.decoder.layers.0.self_attention.linear_proj.weight"]},
         {"key": "decoder.layers.0.self_attention.linear_proj.weight"})
-    err("2.7 FSDP unknown layer", {"op": "fsdp_key", "pattern": "M*-", "key": "decoder.layers.9.mlp.w"},
+    C.err("2.7 FSDP unknown layer", {"op": "fsdp_key", "pattern": "M*-", "key": "decoder.layers.9.mlp.w"},
         "unknown_hybrid_layer")
+    return C
 
-    # 4.3 split factory
+
+def split_checks(supports):
+    """4.3 split factory; 4.4 GTP padding (4.8, 4.9, 4.10)."""
+    C = Table()
     for t in (0, 1):
-        res(f"4.3 split chunks t={t}", {"op": "split_chunks", "key": "decoder.layers.0.mixer.in_proj.weight",
+        C.res(f"4.3 split chunks t={t}", {"op": "split_chunks", "key": "decoder.layers.0.mixer.in_proj.weight",
                                         "local_rows": 16, "cols": 4, "tp_rank": t, "tp_size": 2,
                                         "sections": [2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1], "names": GDP_NAMES},
             {"chunks": _chunks_43(t)})
-    err("4.3 sections must cover", {"op": "split_chunks", "key": "k", "local_rows": 16, "cols": 4, "tp_rank": 0,
+    C.err("4.3 sections must cover", {"op": "split_chunks", "key": "k", "local_rows": 16, "cols": 4, "tp_rank": 0,
                                     "tp_size": 2, "sections": [2, 2], "names": ["a", "b"]}, "split_sections_mismatch")
 
     # 4.4 GTP padding (4.8, 4.9, 4.10)
     for rows, g, p, r, pad in ((61760, 64, 32, 992, 1728), (60, 2, 16, 32, 4), (2064, 2, 32, 1056, 48),
                                (61760, 64, 16, 976, 704), (1, 64, 32, 32, 2047)):
-        res(f"4.4 GTP rows D={rows} G={g} p={p}", {"op": "gtp_padding", "rows": rows, "gtp_size": g,
+        C.res(f"4.4 GTP rows D={rows} G={g} p={p}", {"op": "gtp_padding", "rows": rows, "gtp_size": g,
                                                     "pad_for_alignment": p}, {"shard_rows": r, "pad_length": pad})
-    err("4.4 p=0 needs divisible rows", {"op": "gtp_padding", "rows": 61, "gtp_size": 2, "pad_for_alignment": 0},
+    C.err("4.4 p=0 needs divisible rows", {"op": "gtp_padding", "rows": 61, "gtp_size": 2, "pad_for_alignment": 0},
         "gtp_not_divisible")
+    return C
 
-    # 3.7 integrity: the 2.3 qkv weight, GPT format, T = 2, L = 2 (4 entries on 2 ranks)
+
+def integrity_checks(supports):
+    """3.7 integrity: the 2.3 qkv weight, GPT format, T = 2, L = 2 (4 entries on 2 ranks)."""
+    C = Table()
     qkv = lambda layer, t, replica=(0, 0, 0): tensor("decoder.layers.self_attention.linear_qkv.weight", [384, 256],
                                                      [2, 768, 256], [layer, 384 * t, 0], [2, 2, 1],
                                                      replica=list(replica), prepend=1)
@@ -294,19 +327,23 @@ def checks(supports=()):
     objs = [{"rank": 0, "entry": obj("e", [2], [0])}, {"rank": 1, "entry": obj("e", [2], [0])}]
     C.append(("3.7 duplicate ShardedObject", {"op": "integrity", "entries": objs},
               {"pred": lambda rep: any("Duplicate ShardedObject keys" in p for p in rep["result"]["problems"])}))
+    return C
 
-    # 4.2/4.9/4.10 GDP layout and its private split factory (Megatron versions that have GDP)
+
+def gdp_checks(supports):
+    """4.2/4.9/4.10 GDP layout and its private split factory (Megatron versions that have GDP)."""
+    C = Table()
     if "gdp_layout" in supports:
-        res("4.9 GDP in_proj layout (10, 3, 2, 3)", {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3,
+        C.res("4.9 GDP in_proj layout (10, 3, 2, 3)", {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3,
                                                      "nheads_local": 2, "householder": 3},
             {"sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], "names": GDP_NAMES})
-        res("4.10 GDP in_proj layout (256, 256, 4, 3), D = 2064",
+        C.res("4.10 GDP in_proj layout (256, 256, 4, 3), D = 2064",
             {"op": "gdp_layout", "d_inner_local": 256, "group_state_local": 256, "nheads_local": 4, "householder": 3},
             {"sections": [256] * 8 + [4] * 4, "names": GDP_NAMES})
-        res("4.2 GDP conv layout", {"op": "gdp_layout", "which": "conv", "d_inner_local": 10,
+        C.res("4.2 GDP conv layout", {"op": "gdp_layout", "which": "conv", "d_inner_local": 10,
                                     "group_state_local": 3, "householder": 3},
             {"sections": [10, 10, 10, 3, 3, 3, 3], "names": ["V0", "V1", "V2", "K0", "K1", "K2", "Q"]})
-        res("4.3 GDP private split factory = ssm one", {"op": "split_chunks", "factory": "gdp",
+        C.res("4.3 GDP private split factory = ssm one", {"op": "split_chunks", "factory": "gdp",
                                                         "key": "decoder.layers.0.mixer.in_proj.weight",
                                                         "local_rows": 16, "cols": 4, "tp_rank": 1, "tp_size": 2,
                                                         "sections": [2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1],
@@ -315,8 +352,12 @@ def checks(supports=()):
         C.append(("gdp_layout unsupported without gated_delta_product",
                   {"op": "gdp_layout", "d_inner_local": 10, "group_state_local": 3, "nheads_local": 2,
                    "householder": 3}, {"pred": lambda rep: rep.get("unsupported") is True}))
+    return C
 
-    # GTP through real gloo worlds (gloo_worlds.py): the GDP mixer's gather design, spec 4.4/4.5
+
+def gtp_checks(supports):
+    """GTP through real gloo worlds (gloo_worlds.py): the GDP mixer's gather design, spec 4.4/4.5."""
+    C = Table()
     if "gtp_pieces" in supports:
         gtp = {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": [10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2],
                "names": GDP_NAMES, "tp_size": 2, "gtp_size": 2, "pad_for_alignment": 16, "cols": 2,
@@ -381,12 +422,16 @@ def checks(supports=()):
                                                             "sections": [2], "names": ["z"], "tp_size": 1, "tp_rank": 0,
                                                             "gtp_size": 1, "gtp_rank": 0, "pad_for_alignment": 0, "cols": 1},
                   {"pred": lambda rep: rep.get("unsupported") is True}))
+    return C
 
-    # protocol
+
+def protocol_checks(supports):
+    """the protocol."""
+    C = Table()
     C.append(("protocol: bad JSON", "{not json", {"kind": "bad_request"}))
-    err("protocol: missing field", {"op": "pattern_maps"}, "bad_request")
-    err("protocol: unknown op", {"op": "no_such_op"}, "bad_request")
-    err("protocol: wrong field type", {"op": "select_segment", "pattern": "M", "pp_rank": "0", "pp_size": 1},
+    C.err("protocol: missing field", {"op": "pattern_maps"}, "bad_request")
+    C.err("protocol: unknown op", {"op": "no_such_op"}, "bad_request")
+    C.err("protocol: wrong field type", {"op": "select_segment", "pattern": "M", "pp_rank": "0", "pp_size": 1},
         "bad_request")
     C.append(("protocol: id echoed", {"op": "segment_count", "pattern": "M", "id": "abc"},
               {"pred": lambda rep: rep.get("id") == "abc" and rep["ok"] is True}))
@@ -396,6 +441,15 @@ def checks(supports=()):
                                                     "names": GDP_NAMES},
               {"pred": lambda rep: rep.get("unsupported") is True or rep["ok"] is True}))
     return C
+
+
+# The checks by spec section, in the order they run; each group gets the ops this Megatron supports.
+GROUPS = (layer_map_checks, parse_checks, count_checks, segment_checks, retarget_checks, fsdp_checks, split_checks,
+          integrity_checks, gdp_checks, gtp_checks, protocol_checks)
+
+
+def checks(supports=()):
+    return [row for group in GROUPS for row in group(supports)]
 
 
 def judge(expect, reply):

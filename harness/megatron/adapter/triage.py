@@ -64,98 +64,121 @@ def known_finding(case):
 EXPECTED_KNOWN = {"R1", "R2", "B", "C", "A"}  # G1 was the reference's, fixed in commit 6310be3
 
 
+def failing(obj):
+    """Whether a case shows a disagreement (a finding, known or new)."""
+    case = obj["case"]
+    if case == "roundtrip":
+        return not obj["ok"]
+    if case == "experts":
+        return "load_error" in obj
+    if case == "fresh":
+        return any(r.get("copy_into_param", "ok") != "ok" for r in obj["ranks"])
+    if case == "ordering":
+        return any(not r["to_state_dict"]["ok"] for r in obj["ranks"])
+    return obj["megatron_entry"]["local_shape"] != obj["reference_entry"]["local_shape"]  # gtp1
+
+
+def roundtrip_cases(ctx):
+    from megatron_adapter.registry import OPS
+    for save, load, (sections, names) in ROUNDTRIPS:
+        for optimizer in (False, True):
+            r = OPS["gtp_roundtrip"].handler(ctx, {"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
+                                                   "save": dict(zip(("tp", "gtp", "pad_for_alignment"), save)),
+                                                   "load": dict(zip(("tp", "gtp", "pad_for_alignment"), load))})
+            yield {"case": "roundtrip", **{k: r.get(k) for k in (
+                "save", "load", "optimizer", "ok", "load_error", "megatron_frame", "weight_mismatches",
+                "exp_avg_mismatches", "first_exp_avg_mismatches", "model_pad_rows_in_checkpoint",
+                "exp_avg_stored_shape", "checked")}}
+
+
+def fresh_cases(ctx):
+    for mixer, (sections, names) in (("gdp", ([10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], GDP[1])), ("mamba", MAMBA)):
+        world = ctx.worlds.get(1, 2)
+        with tempfile.TemporaryDirectory(prefix="ih-fresh-") as tmp:
+            r = world.run("fresh_retarget", {"sections": sections, "names": names, "cols": 2, "pad_for_alignment": 16,
+                                             "pattern": "M*-", "dir": os.path.join(tmp, "ckpt")})
+        yield {"case": "fresh", "mixer": mixer, "tp": 1, "gtp": 2, "pad_for_alignment": 16, "pattern": "M*-",
+               "ranks": r}
+
+
+def ordering_cases(ctx):
+    # to_state_dict's nvidia_resiliency_ext guard: the worlds' declared tensor_aware_state_dict.HAVE_NVRX patch
+    world = ctx.worlds.get(1, 4)
+    with tempfile.TemporaryDirectory(prefix="ih-order-") as tmp:
+        r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "dir": os.path.join(tmp, "ckpt")})
+    yield {"case": "ordering", "rows": 6, "gtp": 4, "shard_rows": 16,
+           "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
+               {"serialization_load": "ok"} if x["serialization_load"].get("ok") else {}) for x in r]}
+
+
+def expert_cases(ctx):
+    world = ctx.worlds.get(1, 1)
+    for experts in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="ih-e1-") as tmp:
+            r = world.run("single_expert", {"experts": experts, "pattern": "*E*E", "dir": os.path.join(tmp, "ckpt")})[0]
+        yield {"case": "experts", "experts": experts, "pattern": "*E*E", **r}
+
+
+def gtp1_cases(ctx):
+    from megatron_adapter.registry import OPS
+    sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
+    r = OPS["gtp_param_entry"].handler(ctx, {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
+                                             "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
+                                             "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16",
+                                             "shard_storage": 1})
+    e = r["entry"]
+    # The reference's entry at G = 1 (gtp_weight_padding: a one-rank GTP group is not padded).
+    reference = {"local_shape": [6, 1], "global_shape": [6, 1], "allow_shape_mismatch": False}
+    yield {"case": "gtp1", "D": 6, "pad_for_alignment": 16, "megatron_entry": {k: e[k] for k in (
+        "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": reference}
+
+
+# What each case runs, and the known findings it reproduces (--expect-known).
+CASES = {"roundtrip": (roundtrip_cases, {"R1", "R2"}), "fresh": (fresh_cases, {"B"}),
+         "ordering": (ordering_cases, {"C"}), "experts": (expert_cases, {"A"}), "gtp1": (gtp1_cases, set())}
+
+
+def judge(obj, known):
+    """Prints a failing case as KNOWN (its finding added to `known`) or NEW; True when it is new."""
+    if not failing(obj):
+        return False
+    kid = known_finding(obj)
+    if kid:
+        known.add(kid)
+        print(f"KNOWN {kid}: {obj['case']}", flush=True)
+        return False
+    print(f"NEW disagreement: {json.dumps(obj)[:400]}", flush=True)
+    return True
+
+
 def main():
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--megatron-path", required=True)
     ap.add_argument("--expect-known", action="store_true")
-    ap.add_argument("what", nargs="?", default="all", choices=["roundtrip", "fresh", "ordering", "experts", "gtp1", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=list(CASES) + ["all"])
     args = ap.parse_args()
     from megatron_adapter.megatron_import import load_megatron
-    from megatron_adapter.worlds import gloo_worlds
     from megatron_adapter.ops.context import OpContext
-    from megatron_adapter.registry import OPS
-    M = load_megatron(args.megatron_path)
-    gloo_worlds.set_megatron(M)
-    ctx = OpContext(M)
-    found = False
-    verdicts = {"new": 0, "known": set()}
-
-    def show(obj):
-        print(json.dumps(obj), flush=True)
-        if not args.expect_known:
-            return
-        failing = (obj["case"] == "roundtrip" and not obj["ok"]) or (obj["case"] == "experts" and "load_error" in obj) \
-            or (obj["case"] == "fresh" and any(r.get("copy_into_param", "ok") != "ok" for r in obj["ranks"])) \
-            or (obj["case"] == "ordering" and any(not r["to_state_dict"]["ok"] for r in obj["ranks"])) \
-            or (obj["case"] == "gtp1" and obj["megatron_entry"]["local_shape"] != obj["reference_entry"]["local_shape"])
-        if not failing:
-            return
-        kid = known_finding(obj)
-        if kid:
-            verdicts["known"].add(kid)
-            print(f"KNOWN {kid}: {obj['case']}", flush=True)
-        else:
-            verdicts["new"] += 1
-            print(f"NEW disagreement: {json.dumps(obj)[:400]}", flush=True)
-
-    if args.what in ("roundtrip", "all"):
-        for save, load, (sections, names) in ROUNDTRIPS:
-            for optimizer in (False, True):
-                r = OPS["gtp_roundtrip"].handler(ctx, {"sections": sections, "names": names, "cols": 2, "optimizer": optimizer,
-                                          "save": dict(zip(("tp", "gtp", "pad_for_alignment"), save)),
-                                          "load": dict(zip(("tp", "gtp", "pad_for_alignment"), load))})
-                found |= not r["ok"]
-                show({"case": "roundtrip", **{k: r.get(k) for k in (
-                    "save", "load", "optimizer", "ok", "load_error", "megatron_frame", "weight_mismatches",
-                    "exp_avg_mismatches", "first_exp_avg_mismatches", "model_pad_rows_in_checkpoint",
-                    "exp_avg_stored_shape", "checked")}})
-    if args.what in ("fresh", "all"):
-        for mixer, (sections, names) in (("gdp", ([10, 10, 10, 10, 3, 3, 3, 3, 2, 2, 2, 2], GDP[1])), ("mamba", MAMBA)):
-            world = gloo_worlds.get_world(1, 2)
-            with tempfile.TemporaryDirectory(prefix="ih-fresh-") as tmp:
-                r = world.run("fresh_retarget", {"sections": sections, "names": names, "cols": 2, "pad_for_alignment": 16,
-                                                 "pattern": "M*-", "dir": os.path.join(tmp, "ckpt")})
-            found |= any(x.get("copy_into_param", "ok") != "ok" for x in r)
-            show({"case": "fresh", "mixer": mixer, "tp": 1, "gtp": 2, "pad_for_alignment": 16, "pattern": "M*-",
-                  "ranks": r})
-    if args.what in ("ordering", "all"):
-        world = gloo_worlds.get_world(1, 4)
-        with tempfile.TemporaryDirectory(prefix="ih-order-") as tmp:
-            r = world.run("ordering", {"rows": 6, "shard_rows": 16, "cols": 2, "assume_nvrx": True,
-                                       "dir": os.path.join(tmp, "ckpt")})
-        found |= any(not x["to_state_dict"]["ok"] for x in r)
-        show({"case": "ordering", "rows": 6, "gtp": 4, "shard_rows": 16,
-              "ranks": [{k: v for k, v in x.items() if k != "serialization_load" or not v.get("ok")} | (
-                  {"serialization_load": "ok"} if x["serialization_load"].get("ok") else {}) for x in r]})
-    if args.what in ("experts", "all"):
-        world = gloo_worlds.get_world(1, 1)
-        for experts in (1, 2):
-            with tempfile.TemporaryDirectory(prefix="ih-e1-") as tmp:
-                r = world.run("single_expert", {"experts": experts, "pattern": "*E*E",
-                                                "dir": os.path.join(tmp, "ckpt")})[0]
-            found |= "load_error" in r
-            show({"case": "experts", "experts": experts, "pattern": "*E*E", **r})
-    if args.what in ("gtp1", "all"):
-        sections, names = [1, 1, 1, 1, 1, 1], ["z", "V0", "K0", "Q", "b0", "a"]
-        r = OPS["gtp_param_entry"].handler(ctx, {"key": "decoder.layers.0.mixer.in_proj.weight", "sections": sections,
-                                    "names": names, "tp_size": 1, "tp_rank": 0, "gtp_size": 1, "gtp_rank": 0,
-                                    "pad_for_alignment": 16, "cols": 1, "dtype": "bfloat16", "shard_storage": 1})
-        e = r["entry"]
-        # The reference's entry at G = 1 (gtp_weight_padding: a one-rank GTP group is not padded).
-        reference = {"local_shape": [6, 1], "global_shape": [6, 1], "allow_shape_mismatch": False}
-        found |= e["local_shape"] != reference["local_shape"]
-        show({"case": "gtp1", "D": 6, "pad_for_alignment": 16, "megatron_entry": {k: e[k] for k in (
-            "local_shape", "global_shape", "allow_shape_mismatch")}, "reference_entry": reference})
-    gloo_worlds.close_all()
-    if args.expect_known:
-        ran = {"roundtrip": {"R1", "R2"}, "fresh": {"B"}, "ordering": {"C"}, "experts": {"A"}, "gtp1": set()}
-        expected = EXPECTED_KNOWN if args.what == "all" else ran[args.what]
-        for kid in sorted(expected - verdicts["known"]):
-            print(f"GONE {kid}: the known finding no longer reproduces (docs/megatron-findings.md)", flush=True)
-        print(f"triage: {verdicts['new']} new, {len(verdicts['known'])} known", flush=True)
-        return 1 if verdicts["new"] else 0
-    return 1 if found else 0
+    ctx = OpContext(load_megatron(args.megatron_path))
+    found, new, known = False, 0, set()
+    try:
+        for what, (cases, _) in CASES.items():
+            if args.what not in (what, "all"):
+                continue
+            for obj in cases(ctx):
+                found |= failing(obj)
+                print(json.dumps(obj), flush=True)
+                new += args.expect_known and judge(obj, known)
+    finally:
+        ctx.worlds.close_all()
+    if not args.expect_known:
+        return 1 if found else 0
+    expected = EXPECTED_KNOWN if args.what == "all" else CASES[args.what][1]
+    for kid in sorted(expected - known):
+        print(f"GONE {kid}: the known finding no longer reproduces (docs/megatron-findings.md)", flush=True)
+    print(f"triage: {new} new, {len(known)} known", flush=True)
+    return 1 if new else 0
 
 
 if __name__ == "__main__":

@@ -38,13 +38,11 @@ def task_save_memory(ctx, p):
     """World task: the rank's RSS high-water mark above its start during sharded_state_dict + save."""
     import gc
 
-    from megatron_adapter.worlds import checkpoint_tasks, gdp_tasks
+    from megatron_adapter.worlds import gdp_tasks
     import torch.distributed as dist
     from candidates import shard_split
     from megatron.core import dist_checkpointing
-    torch = ctx.torch
-    checkpoint_tasks._cpu_save_patches(torch)
-    mixers = [gdp_tasks._standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
+    mixers = [gdp_tasks.standin_mixer(ctx, p) for _ in range(int(p["layers"]))]
     gc.collect()
     dist.barrier()
     with open("/proc/self/clear_refs", "w") as f:
@@ -90,9 +88,8 @@ def main(argv=None):
 
     def zero_weight(ctx, rows, cols):  # the bench needs bytes, not the row codes the checks read
         return torch.zeros(rows, cols, dtype=torch.bfloat16)
-    gdp_tasks._full_weight = zero_weight
-    task_table.TASKS["save_memory"] = task_save_memory
-    gloo_worlds.set_megatron(M)
+    gdp_tasks.full_weight = zero_weight
+    task_table.TASKS["save_memory"] = task_table.Task(task_save_memory, task_table.SAVES_ON_CPU)
     # The PR's row structure: 61,760 TP-local rows = 4 x (d_inner 10,240 + Gr*S 5,120 + heads 80), M = 3
     # (the gate's production case pr_61760_g64_p32; the seed gives D, not the split).
     sections, names = M.gdp._get_in_proj_checkpoint_split_layout(10_240, 5_120, 80, 3)
@@ -102,7 +99,7 @@ def main(argv=None):
     print(f"INFO: in_proj {rows} x {args.cols} bf16 (production {PROD['rows']} x {PROD['cols']}), {args.layers} "
           f"layers (production {PROD['layers']}), TP 1, GTP {args.gtp} (production {PROD['gtp']}), p {args.pad}; "
           f"scale: columns x{args.cols / PROD['cols']:.4g}, layers x{args.layers / PROD['layers']:.4g}")
-    world = gloo_worlds.World(1, args.gtp)
+    world = gloo_worlds.World(1, args.gtp, pool=gloo_worlds.WorldPool(M))
     peaks = {}
     try:
         for design in ("gather", "shard-split"):

@@ -7,7 +7,7 @@ constructors validate the metadata. Encoding walks the tree in Megatron's traver
 (dicts in insertion order, lists by index), which is the order dict_list_map_inplace visits.
 """
 
-from megatron_adapter.errors import BadRequest, OpError, _is_int, boolean, field, int_list, meta_tensor, string
+from megatron_adapter.errors import BadRequest, OpError, is_int, boolean, field, int_list, meta_tensor, string
 
 _DTYPES = {
     "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
@@ -33,9 +33,9 @@ class Codec:
 
     @staticmethod
     def replica(value, where):
-        if _is_int(value):
+        if is_int(value):
             return value
-        if isinstance(value, list) and all(_is_int(v) for v in value):
+        if isinstance(value, list) and all(is_int(v) for v in value):
             return tuple(value)
         raise BadRequest(f"{where}: replica_id must be an integer or a list of integers")
 
@@ -60,7 +60,7 @@ class Codec:
         frag = field(e, "axis_fragmentations", where)
         frag = None if frag is None else tuple(int_list(frag, "axis_fragmentations", where))
         prepend = field(e, "prepend_axis_num", where)
-        if not _is_int(prepend) or prepend < 0:
+        if not is_int(prepend) or prepend < 0:
             raise BadRequest(f"{where}: prepend_axis_num must be a non-negative integer")
         replica = self.replica(e.get("replica_id", 0), where)
         dtype = self.dtype(e.get("dtype", "float32"), where)
@@ -202,7 +202,7 @@ class Codec:
             node = root
             for depth, part in enumerate(parts):
                 last = depth == len(parts) - 1
-                node = self._step(node, part, None if last else (list if _is_int(parts[depth + 1]) else dict),
+                node = self._step(node, part, None if last else (list if is_int(parts[depth + 1]) else dict),
                                   leaf if last else None, where, path)
         return root
 
@@ -212,8 +212,8 @@ class Codec:
             if path == "":
                 raise BadRequest(f"{where}: empty path")
             return path.split(".")
-        if isinstance(path, list) and path and all(isinstance(p, str) or _is_int(p) for p in path):
-            if _is_int(path[0]):
+        if isinstance(path, list) and path and all(isinstance(p, str) or is_int(p) for p in path):
+            if is_int(path[0]):
                 raise BadRequest(f"{where}: the root is a dict; a path cannot start with an index")
             return path
         raise BadRequest(f"{where}: path must be a dotted string or a non-empty list of keys/indices")
@@ -230,7 +230,7 @@ class Codec:
                 return None
             child = node.setdefault(part, child_type())
         else:
-            if not _is_int(part) or part > len(node):
+            if not is_int(part) or part > len(node):
                 raise BadRequest(f"{where}: list index {part!r} out of order in path {path!r}")
             if child_type is None:
                 if part < len(node):

@@ -36,7 +36,7 @@ class Unsupported(OpError):
 _INT64 = 1 << 63
 
 
-def _is_int(value):
+def is_int(value):
     """A JSON integer that fits int64 (what torch and the C++ harness can represent)."""
     return isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64
 
@@ -67,7 +67,7 @@ def integer(req, name, where="request", nullable=False, minimum=None):
     value = field(req, name, where)
     if value is None and nullable:
         return None
-    if not _is_int(value):
+    if not is_int(value):
         raise BadRequest(f"{where} field {name!r} must be a 64-bit integer{' or null' if nullable else ''}")
     if minimum is not None and value < minimum:
         raise BadRequest(f"{where} field {name!r} must be >= {minimum}")
@@ -75,7 +75,7 @@ def integer(req, name, where="request", nullable=False, minimum=None):
 
 
 def int_list(value, name, where="request", minimum=None):
-    if not isinstance(value, list) or not all(_is_int(v) for v in value):
+    if not isinstance(value, list) or not all(is_int(v) for v in value):
         raise BadRequest(f"{where} field {name!r} must be a list of 64-bit integers")
     if minimum is not None and any(v < minimum for v in value):
         raise BadRequest(f"{where} field {name!r} must hold integers >= {minimum}")

@@ -9,22 +9,24 @@ def log(*args):
     print("megatron-adapter:", *args, file=sys.stderr, flush=True)
 
 
+# The namespace's optional modules: one that fails to import makes the ops that need it "unsupported".
+OPTIONAL = {
+    "interop": "megatron.core.dist_checkpointing.gpt_checkpoint_interop",
+    "alloc": "megatron.core.models.hybrid.hybrid_layer_allocation",
+    "validation": "megatron.core.dist_checkpointing.validation",
+    "ssm_utils": "megatron.core.ssm.utils",
+    "gdp": "megatron.core.ssm.gated_delta_product",
+    "gtp": "megatron.core.tensor_parallel.generalized_tensor_parallelism",
+    "mlp": "megatron.core.transformer.mlp",
+}
+
+
 def load_megatron(megatron_path):
     """Imports Megatron; returns a namespace of modules and helpers, or raises ImportError.
     Optional modules that fail to import are recorded in import_errors (their ops answer
     "unsupported")."""
     if megatron_path:
-        root = os.path.abspath(megatron_path)
-        if not os.path.isfile(os.path.join(root, "megatron", "core", "__init__.py")):
-            raise ImportError(f"--megatron-path {megatron_path}: no megatron/core/__init__.py there "
-                              "(give the root of a Megatron-LM checkout)")
-        sys.path.insert(0, root)
-        if not os.path.exists(os.path.join(root, ".git")):
-            # Megatron's package_info appends `git rev-parse` of whatever repository encloses it: for
-            # a snapshot extracted under this project's build/ that is the harness's own commit.
-            os.environ.setdefault("NO_VCS_VERSION", "1")
-    import importlib
-
+        _put_first_on_path(megatron_path)
     import torch
 
     M = types.SimpleNamespace(torch=torch, import_errors={})
@@ -35,24 +37,39 @@ def load_megatron(megatron_path):
         raise ImportError(f"megatron.core was imported from {M.megatron_path}, not from --megatron-path "
                           f"{megatron_path} (an earlier import shadows it)")
     M.megatron_revision = _megatron_revision(M.megatron_path)
-    from megatron.core.dist_checkpointing import core, dict_utils, mapping
+    _mapping(M)
+    _optional_modules(M)
+    M.candidate = {}  # the candidate's install report (Server.__init__), {} without --candidate
+    M.call_split_factory, M.swiglu_factory, M.find_gtp_split_factory = _calls(M)
+    return M
 
+
+def _put_first_on_path(megatron_path):
+    """A Megatron-LM checkout first on sys.path (before the installed megatron-core)."""
+    root = os.path.abspath(megatron_path)
+    if not os.path.isfile(os.path.join(root, "megatron", "core", "__init__.py")):
+        raise ImportError(f"--megatron-path {megatron_path}: no megatron/core/__init__.py there "
+                          "(give the root of a Megatron-LM checkout)")
+    sys.path.insert(0, root)
+    if not os.path.exists(os.path.join(root, ".git")):
+        # Megatron's package_info appends `git rev-parse` of whatever repository encloses it: for
+        # a snapshot extracted under this project's build/ that is the harness's own commit.
+        os.environ.setdefault("NO_VCS_VERSION", "1")
+
+
+def _mapping(M):
+    from megatron.core.dist_checkpointing import core, dict_utils, mapping
     M.mapping, M.dict_utils = mapping, dict_utils
     M.ShardedTensor, M.ShardedObject = mapping.ShardedTensor, mapping.ShardedObject
     M.ShardedBase, M.ShardedTensorFactory = mapping.ShardedBase, mapping.ShardedTensorFactory
     M.LocalNonpersistentObject = mapping.LocalNonpersistentObject
     M.CheckpointingException = core.CheckpointingException
     M.nested_values = dict_utils.nested_values
-    optional = {
-        "interop": "megatron.core.dist_checkpointing.gpt_checkpoint_interop",
-        "alloc": "megatron.core.models.hybrid.hybrid_layer_allocation",
-        "validation": "megatron.core.dist_checkpointing.validation",
-        "ssm_utils": "megatron.core.ssm.utils",
-        "gdp": "megatron.core.ssm.gated_delta_product",
-        "gtp": "megatron.core.tensor_parallel.generalized_tensor_parallelism",
-        "mlp": "megatron.core.transformer.mlp",
-    }
-    for name, module in optional.items():
+
+
+def _optional_modules(M):
+    import importlib
+    for name, module in OPTIONAL.items():
         try:
             setattr(M, name, importlib.import_module(module))
         except Exception as exc:  # noqa: BLE001 - a missing optional module means "unsupported"
@@ -60,6 +77,10 @@ def load_megatron(megatron_path):
             M.import_errors[name] = f"cannot import {module}: {type(exc).__name__}: {exc}"
             log(M.import_errors[name])
 
+
+def _calls(M):
+    """The calls the ops make through the namespace: the split factory and the SwiGLU factory with what they
+    raise typed (error_kinds), and the shard-split factory: the checkout's own, else the candidate's."""
     from megatron_adapter.error_kinds import classify
 
     def call_split_factory(fn, orig, sections, names, dim):
@@ -88,12 +109,7 @@ def load_megatron(megatron_path):
         from candidates import shard_split
         return functools.partial(shard_split.gtp_split_tensor_factory, M)
 
-    M.candidate = {}  # the candidate's install report (Server.__init__), {} without --candidate
-
-    M.call_split_factory = call_split_factory
-    M.swiglu_factory = swiglu_factory
-    M.find_gtp_split_factory = find_gtp_split_factory
-    return M
+    return call_split_factory, swiglu_factory, find_gtp_split_factory
 
 
 def _megatron_revision(root):

@@ -11,21 +11,21 @@ Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split
   --candidate NAME     apply a candidate design (candidates/): "shard-split" is the harness's own
                        candidate of the pending GTP shard-split save (not Megatron's code), applied
                        only when the checkout has no factory of its own
-  --fix NAME           apply a declared optional fix of Megatron's code (megatron_patches.FIXES)
+  --fix NAME           apply a declared optional fix of Megatron's code (the patch table's family "fix")
 """
 
 import argparse
+import contextlib
 import json
 import os
 import select
 import sys
 
-from megatron_adapter import megatron_patches, mutants
+from megatron_adapter import mutants, patches
 from megatron_adapter.errors import BadRequest, OpError, Unsupported
 from megatron_adapter.megatron_import import load_megatron, log
 from megatron_adapter.ops.context import OpContext
 from megatron_adapter.registry import OPS, REQUIREMENTS
-from megatron_adapter.worlds import gloo_worlds
 
 PROTOCOL = 1
 
@@ -89,6 +89,8 @@ class Server:
         self.greeted = False
         self.mutant = None
         self.fixes = []
+        self.held = contextlib.ExitStack()  # what stays applied while the server serves (its fixes)
+        self.ctx = None
         try:
             self.M = load_megatron(megatron_path)
             if candidate is not None:
@@ -96,12 +98,18 @@ class Server:
                 self.M.candidate = shard_split.install(self.M)
                 log("candidate:", self.M.candidate)
             if fixes:
-                self.fixes = megatron_patches.apply_fixes(fixes)
+                applied = self.held.enter_context(patches.applied("fix", only=fixes))
+                self.fixes = [{"name": row["name"], "what": row["why"]} for row in applied.rows]
         except Exception as exc:  # noqa: BLE001 - reported to the harness in every reply
             self.load_error = f"{type(exc).__name__}: {exc}"
             log("cannot import megatron.core:", self.load_error)
         if self.M is not None:
             self.ctx = OpContext(self.M)
+
+    def close_worlds(self):
+        """Every world the op context started (they start again on the next op that needs them)."""
+        if self.ctx is not None:
+            self.ctx.worlds.close_all()
 
     def supports(self):
         out = list(ALWAYS)
@@ -223,7 +231,7 @@ def main(argv=None):
         except Exception as exc:  # noqa: BLE001
             startup_error = str(exc)
             log("--mutant failed:", startup_error)
-    for raw in request_lines(sys.stdin.fileno(), IDLE_CLOSE_S, gloo_worlds.close_all):
+    for raw in request_lines(sys.stdin.fileno(), IDLE_CLOSE_S, server.close_worlds):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -244,9 +252,10 @@ def main(argv=None):
         except BrokenPipeError:
             break
     try:
-        gloo_worlds.close_all()
+        server.close_worlds()
     except Exception:  # noqa: BLE001
         pass
+    server.held.close()
     return 0
 
 

@@ -19,3 +19,4 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "worlds: needs a Megatron with GTP (a checkout: --megatron-path) for gloo worlds")
+    config.addinivalue_line("markers", "checkout: needs a Megatron-LM checkout with GDP and GTP (--megatron-path)")

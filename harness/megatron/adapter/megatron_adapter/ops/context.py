@@ -1,8 +1,10 @@
-"""What every op handler gets: the imported Megatron and the adapter's per-process state."""
+"""What every op handler gets: the imported Megatron and the adapter's per-process state (its worlds and the
+answers it keeps for the requests that follow)."""
 
 from megatron_adapter.error_kinds import classify
 from megatron_adapter.errors import Unsupported, string
 from megatron_adapter.ops.gtp_world_cases import GtpWorldCases
+from megatron_adapter.worlds.gloo_worlds import WorldPool
 
 
 class OpContext:
@@ -12,14 +14,16 @@ class OpContext:
 
     def __init__(self, M):
         self.M = M
+        self.worlds = WorldPool(M)  # the persistent gloo worlds, by layout
         self._gtp = None
         self.load_cache = {}  # load_state: case -> (world, per-rank results)
+        self.model_dumps = {}  # model_dump: the last configuration -> every rank's answer
 
     @property
     def gtp(self):
         """The GTP world cases (started on first use)."""
         if self._gtp is None:
-            self._gtp = GtpWorldCases(self.M)
+            self._gtp = GtpWorldCases(self.M, self.worlds)
         return self._gtp
 
     def need(self, attr_path, what):

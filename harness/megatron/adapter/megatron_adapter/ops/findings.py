@@ -42,7 +42,7 @@ def gtp_fresh_retarget(ctx, req):
     cols = integer(req, "cols", minimum=1)
     if cols > 64:
         raise BadRequest("cols must be at most 64")
-    world = ctx.gtp._world({"tp_size": tp, "gtp_size": gtp})
+    world = ctx.gtp.world({"tp_size": tp, "gtp_size": gtp})
     ckpt = tempfile.mkdtemp(prefix="ih-fresh-")
     payload = {"sections": sections, "names": names, "cols": cols, "dir": os.path.join(ckpt, "ckpt"),
                "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "pattern": string(req, "pattern")}
@@ -64,7 +64,7 @@ def load_orderings(ctx, req):
         import megatron.core.dist_checkpointing.tensor_aware_state_dict  # noqa: F401
     except ImportError as exc:
         raise Unsupported(f"MCoreTensorAwareStateDict (to_state_dict) is not in this Megatron: {exc}")
-    world = ctx.gtp._world({"tp_size": 1, "gtp_size": G})
+    world = ctx.gtp.world({"tp_size": 1, "gtp_size": G})
     ckpt = tempfile.mkdtemp(prefix="ih-orderings-")
     try:
         # to_state_dict's nvidia_resiliency_ext guard is lifted by the worlds' patches
@@ -92,7 +92,7 @@ def single_expert_load(ctx, req):
     if getattr(ctx.M, "interop", None) is None:
         raise Unsupported("gpt_checkpoint_interop (GPT->Hybrid retargeting) is not in this Megatron")
     # The worlds apply the GTP patches at start-up, so a Megatron without GTP has none (unsupported).
-    world = ctx.gtp._world({"tp_size": 1, "gtp_size": 1})
+    world = ctx.gtp.world({"tp_size": 1, "gtp_size": 1})
     ckpt = tempfile.mkdtemp(prefix="ih-experts-")
     try:
         return world.run("single_expert", {"experts": experts, "pattern": string(req, "pattern"),

@@ -3,8 +3,8 @@
 import os
 
 from megatron_adapter.errors import BadRequest, OpError, Unsupported, boolean, field, integer, str_list_field, string
-from megatron_adapter.ops.gtp_world_cases import _design, _gtp_params, _is_mamba, _shard_split_reason
-from megatron_adapter import megatron_patches
+from megatron_adapter import patches
+from megatron_adapter.ops.gtp_world_cases import design, gtp_params, is_mamba, shard_split_reason
 from megatron_adapter.worlds import gloo_worlds
 from megatron_adapter.worlds import checkpoint_tasks
 from megatron_adapter.worlds import optimizer_tasks
@@ -12,15 +12,15 @@ from megatron_adapter.worlds import optimizer_tasks
 
 def gtp_pieces(ctx, req):
     string(req, "design")
-    if _design(req) == "shard-split" and not _is_mamba(req) and _shard_split_reason(ctx.M):
-        raise Unsupported(_shard_split_reason(ctx.M))
+    if design(req) == "shard-split" and not is_mamba(req) and shard_split_reason(ctx.M):
+        raise Unsupported(shard_split_reason(ctx.M))
     return ctx.gtp.pieces(req)  # Mamba's mixer gathers whatever design is asked (spec 4.10)
 
 
 def gtp_merge(ctx, req):
     string(req, "design")
-    if _design(req) == "shard-split" and not _is_mamba(req) and _shard_split_reason(ctx.M):
-        raise Unsupported(_shard_split_reason(ctx.M))
+    if design(req) == "shard-split" and not is_mamba(req) and shard_split_reason(ctx.M):
+        raise Unsupported(shard_split_reason(ctx.M))
     return ctx.gtp.merge(req)
 
 
@@ -32,20 +32,20 @@ def gtp_param_entry(ctx, req):
 
 def gtp_worlds(ctx, req):
     return {"worlds": [{"dp": k[0], "tp": k[1], "gtp": k[2], "startup_seconds": w.startup_seconds,
-                        "patches": w.patches} for k, w in gloo_worlds._WORLDS.items()]}
+                        "patches": w.patches} for k, w in ctx.worlds.worlds.items()]}
 
 
 def gtp_patches(ctx, req):
     try:
-        return {"patches": megatron_patches.report()}
-    except megatron_patches.PatchError as exc:
+        return {"patches": patches.report("gtp")}
+    except patches.PatchError as exc:
         raise OpError("patch_does_not_apply", str(exc))
 
 
 def gtp_unpatched_save(ctx, req):
     ops = ctx.gtp
-    p = _gtp_params(req)
-    world = ops._world(p)
+    p = gtp_params(req)
+    world = ops.world(p)
     payload = {"prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"], "names": p["names"],
                "cols": p["cols"], "pad_for_alignment": p["pad_for_alignment"]}
     try:
@@ -93,7 +93,7 @@ def gtp_roundtrip(ctx, req):
     sv, ld = _save_and_load_layouts(req, sections)
     ckpt = tempfile.mkdtemp(prefix="ih-gtp-rt-")
     try:
-        world_s = ops._world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
+        world_s = ops.world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
         t0 = _time.monotonic()
         optimizer = boolean(req, "optimizer", True)
         payload = {"sections": [s_ // sv["tp"] for s_ in sections], "names": names, "cols": cols, "optimizer": optimizer,
@@ -103,7 +103,7 @@ def gtp_roundtrip(ctx, req):
         except gloo_worlds.WorldTaskError as exc:
             raise exc.op_error("save: ")
         save_s = _time.monotonic() - t0
-        world_l = ops._world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
+        world_l = ops.world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
         t0 = _time.monotonic()
         payload = dict(payload, sections=[s_ // ld["tp"] for s_ in sections], pad_for_alignment=ld["pad_for_alignment"])
         try:
@@ -180,14 +180,14 @@ def optimizer_resume(ctx, req):
     ckpt = tempfile.mkdtemp(prefix="ih-opt-resume-")
     try:
         t0 = _time.monotonic()
-        world_s = ctx.gtp._world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
+        world_s = ctx.gtp.world({"tp_size": sv["tp"], "gtp_size": sv["gtp"]})
         try:
             saved = world_s.run("opt_save", payload(sv, ckpt), timeout=300)
         except gloo_worlds.WorldTaskError as exc:
             raise exc.op_error("save: ")
         save_s = _time.monotonic() - t0
         t0 = _time.monotonic()
-        world_l = ctx.gtp._world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
+        world_l = ctx.gtp.world({"tp_size": ld["tp"], "gtp_size": ld["gtp"]})
         try:
             loaded = world_l.run("opt_load", payload(ld, ckpt), timeout=300)
         except gloo_worlds.WorldTaskError as exc:
@@ -229,7 +229,7 @@ def gtp_all_padding_load(ctx, req):
     if G > 8 or R * G < rows or R > 4096:
         raise BadRequest("need gtp_size <= 8, shard_rows * gtp_size >= rows, shard_rows <= 4096")
     import shutil
-    world = ctx.gtp._world({"tp_size": 1, "gtp_size": G})
+    world = ctx.gtp.world({"tp_size": 1, "gtp_size": G})
     tmp = tempfile.mkdtemp(prefix="ih-allpad-")
     try:
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "serialization_only": True,

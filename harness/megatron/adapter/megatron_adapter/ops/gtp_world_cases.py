@@ -4,29 +4,28 @@ the request fields of a GTP factory, and the per-case save results every gtp_* o
 import candidates
 
 from megatron_adapter.error_kinds import ELECTION_FAILURE_KINDS, kind_of
-from megatron_adapter.errors import BadRequest, OpError, Unsupported, _is_int, boolean, field, integer, opt, \
+from megatron_adapter.errors import BadRequest, OpError, Unsupported, is_int, boolean, field, integer, opt, \
     str_list_field, string
-from megatron_adapter import megatron_patches
 from megatron_adapter.worlds import gloo_worlds
 from megatron_adapter.worlds import worker_context
 
 MAX_WORLD_RANKS = 32  # one process per rank on this machine; MegatronImplementation::kMaxWorldRanks says the same
 
 
-def _gtp_params(req):
+def gtp_params(req):
     """The seam's GtpFactoryParams fields of a gtp_* request, checked."""
     key = string(req, "key")
     if not key.endswith("in_proj.weight"):
         raise BadRequest("key must end with 'in_proj.weight' (a GDP or Mamba mixer's in_proj)")
     sections = field(req, "sections")
     names = str_list_field(req, "names")
-    if not isinstance(sections, list) or not all(_is_int(s) and s > 0 for s in sections) or len(sections) != len(names):
+    if not isinstance(sections, list) or not all(is_int(s) and s > 0 for s in sections) or len(sections) != len(names):
         raise BadRequest("sections must be positive integers, one per name")
     p = {"key": key, "sections": sections, "names": names,
          "tp_size": integer(req, "tp_size", minimum=1), "tp_rank": integer(req, "tp_rank", minimum=0),
          "gtp_size": integer(req, "gtp_size", minimum=1), "gtp_rank": integer(req, "gtp_rank", minimum=0),
          "pad_for_alignment": integer(req, "pad_for_alignment", minimum=0), "cols": integer(req, "cols", minimum=1),
-         "dtype": opt(req, "dtype", "float32"), "design": _design(req)}
+         "dtype": opt(req, "dtype", "float32"), "design": design(req)}
     if p["tp_rank"] >= p["tp_size"] or p["gtp_rank"] >= p["gtp_size"]:
         raise BadRequest("tp_rank/gtp_rank out of range")
     if p["tp_size"] * p["gtp_size"] > MAX_WORLD_RANKS:
@@ -36,14 +35,14 @@ def _gtp_params(req):
     return p
 
 
-def _design(req):
+def design(req):
     design = opt(req, "design", "gather")
     if design not in ("gather", "shard-split", "shard_split"):
         raise BadRequest("design must be \"gather\" or \"shard-split\"")
     return "gather" if design == "gather" else "shard-split"
 
 
-def _shard_split_reason(M):
+def shard_split_reason(M):
     """Why the shard-split design cannot run through this adapter's worlds, or None when it can (the
     candidate is applied; Mamba's mixer keeps the gather design whatever is asked, spec 4.10)."""
     if M.candidate.get("applied"):
@@ -60,17 +59,21 @@ def _blocks(view, storage_of):
     return [[storage_of[view["storage"]], view["first_row"], view["rows"]]]
 
 
-def _is_mamba(req):
+def is_mamba(req):
     return req.get("mixer") == "mamba" or req.get("names") == ["z", "x", "B", "C", "dt"]
 
 
-def _start_world(M, tp, gtp, dp):
-    """The (cached) world of this layout. Start-up is the harness's own work (the patches, gloo, the
-    groups): a world that cannot start is a harness error, never a verdict on Megatron
+def gtp_available(M):
+    """True when this Megatron has the GTP modules the worlds' patches target (else GTP ops are unsupported)."""
+    return all(getattr(M, mod, None) is not None for mod in ("gtp", "gdp"))
+
+
+def start_world(pool, tp, gtp, dp):
+    """The (cached) world of this layout from the op context's pool. Start-up is the harness's own work (the
+    patches, gloo, the groups): a world that cannot start is a harness error, never a verdict on Megatron
     (docs/megatron-patches.md)."""
-    gloo_worlds.set_megatron(M)
     try:
-        return gloo_worlds.get_world(tp, gtp, dp, None)
+        return pool.get(tp, gtp, dp, None)
     except gloo_worlds.WorldError as exc:
         raise OpError("harness_error", f"[world_failed] {exc}")
 
@@ -78,8 +81,8 @@ def _start_world(M, tp, gtp, dp):
 class GtpWorldCases:
     """gtp_pieces / gtp_merge / gtp_param_entry on Megatron's own GDP mixer code in a world."""
 
-    def __init__(self, M):
-        self.M = M
+    def __init__(self, M, pool):
+        self.M, self.pool = M, pool
         self.cache = {}  # case id -> per-rank gdp_save results
 
     def _case(self, p):
@@ -87,17 +90,18 @@ class GtpWorldCases:
         return json.dumps([p["key"], p["sections"], p["names"], p["tp_size"], p["gtp_size"],
                            p["pad_for_alignment"], p["cols"], p["design"]])
 
-    def _world(self, p):
-        if not megatron_patches.available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
+    def world(self, p):
+        """The world of a request's (tp_size, gtp_size) layout; unsupported without GTP and GDP."""
+        if not gtp_available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
             raise Unsupported("GTP needs megatron.core.ssm.gated_delta_product and tensor_parallel."
                      "generalized_tensor_parallelism, not in megatron-core " + str(self.M.megatron_version))
-        return _start_world(self.M, p["tp_size"], p["gtp_size"], 1)
+        return start_world(self.pool, p["tp_size"], p["gtp_size"], 1)
 
     def save(self, p):
         """Every rank's gdp_save result for this case (cached)."""
         case = self._case(p)
         got = self.cache.get(case)
-        world = self._world(p)
+        world = self.world(p)
         if got is not None and got[0] is world.instance:
             return got[1], case, world
         payload = {"case": case, "prefix": p["key"][: -len("in_proj.weight")], "sections": p["sections"],
@@ -124,7 +128,7 @@ class GtpWorldCases:
         return results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
 
     def pieces(self, req):
-        p = _gtp_params(req)
+        p = gtp_params(req)
         results, _, world = self.save(p)
         r = self.mine(p, results, world)
         storage_of = {"shard": req.get("shard_storage"), "gathered": req.get("gather_storage")}
@@ -157,7 +161,7 @@ class GtpWorldCases:
                 "gathered_rows": r["factory"]["data_rows"]}
 
     def merge(self, req):
-        p = _gtp_params(req)
+        p = gtp_params(req)
         results, case, world = self.save(p)
         self.raise_mixer_error(self.mine(p, results, world))
         loaded = field(req, "loaded")
@@ -172,7 +176,7 @@ class GtpWorldCases:
                 raise BadRequest(f"loaded[{i}] must be tensor data {{\"shape\", \"blocks\"}}")
             codes = []
             for b in t["blocks"]:
-                if not isinstance(b, list) or len(b) != 3 or not all(_is_int(x) for x in b) or min(b) < 0:
+                if not isinstance(b, list) or len(b) != 3 or not all(is_int(x) for x in b) or min(b) < 0:
                     raise BadRequest(f"loaded[{i}]: a block is [storage, first_row, rows]")
                 s, first, n = b
                 if len(codes) + n > 10_000_000:
@@ -183,7 +187,7 @@ class GtpWorldCases:
                 k = index.setdefault(s, len(index))
                 codes.extend(worker_context.row_code(k, first + j) for j in range(n))
             shape = t.get("shape") or [len(codes)]
-            rows = shape[0] if isinstance(shape, list) and shape and _is_int(shape[0]) else -1
+            rows = shape[0] if isinstance(shape, list) and shape and is_int(shape[0]) else -1
             if rows != len(codes):
                 raise BadRequest(f"loaded[{i}]: blocks cover {len(codes)} rows, rows says {rows}")
             codes_per.append(codes)
@@ -216,7 +220,7 @@ class GtpWorldCases:
             raise BadRequest("election must be an object")
         sizes = ("tp", "gtp", "cp", "dp", "etp", "ep", "egtp")
         world = e.get("world")
-        if not isinstance(world, dict) or not all(_is_int(world.get(k)) and world[k] >= 1 for k in sizes):
+        if not isinstance(world, dict) or not all(is_int(world.get(k)) and world[k] >= 1 for k in sizes):
             raise BadRequest(f"election.world needs positive integers {sizes}")
         n = world["tp"] * world["gtp"] * world["cp"] * world["dp"]
         if n > MAX_WORLD_RANKS:
@@ -235,9 +239,9 @@ class GtpWorldCases:
             raise BadRequest("election.global_rank outside the world")
         case = json.dumps(task, sort_keys=True)
         got = self.cache.get(case)
-        if not megatron_patches.available(self.M):
+        if not gtp_available(self.M):
             raise Unsupported("GTP is not in megatron-core " + str(self.M.megatron_version))
-        w = _start_world(self.M, 1, 1, n)
+        w = start_world(self.pool, 1, 1, n)
         if got is None or got[0] is not w.instance:
             try:
                 results = w.run("election", task)
@@ -264,7 +268,7 @@ class GtpWorldCases:
         return {"entry": entry, "is_view": r["view"] is not None, "gtp_param": r["gtp_param"]}
 
     def param_entry(self, req):
-        p = _gtp_params(req)
+        p = gtp_params(req)
         results, _, world = self.save(p)
         ranks = []
         for rank, r in enumerate(results):

@@ -4,7 +4,8 @@ gpt_checkpoint_interop functions, called as they are (docs/adapter-protocol.md).
 from megatron_adapter.codec import Codec
 from megatron_adapter.error_kinds import classify
 from megatron_adapter.errors import BadRequest, OpError, field, integer, opt, str_list_field, string
-from megatron_adapter.ops.fake_distributed import FakeGroup, fake_distributed
+from megatron_adapter import patches
+from megatron_adapter.patches.stand_ins import FakeGroup
 
 
 def _pairs(mapping):
@@ -59,7 +60,7 @@ def select_segment(ctx, req):
     fn = ctx.need("alloc.select_pipeline_segment", "pipeline segment selection")
     tp, dp = FakeGroup(0, 1), FakeGroup(0, 1)
     try:
-        with fake_distributed(ctx.M.torch):
+        with patches.applied("one_process_ranks"):
             layers, offset = fn(pattern, FakeGroup(pp_rank, pp_size), vp, first, last,
                                 tp_group=tp, dp_cp_group=dp)
     except Exception as exc:  # noqa: BLE001

@@ -36,11 +36,11 @@ def model_dump(ctx, req):
     # Every rank of the world builds its model in one task: the other ranks' answers are kept for the
     # requests that follow (a round-trip plan asks for every rank of the same model in turn).
     config = json.dumps({k: v for k, v in req.items() if k != "rank"}, sort_keys=True)
-    results = _ALL_RANKS.get(config)
+    results = ctx.model_dumps.get(config)
     if results is None:
         results = _build_all_ranks(ctx, req, size)
-        _ALL_RANKS.clear()
-        _ALL_RANKS[config] = results
+        ctx.model_dumps.clear()
+        ctx.model_dumps[config] = results
     mine = results[rank]
     if "unsupported" in mine:
         raise Unsupported(mine["unsupported"])
@@ -49,13 +49,9 @@ def model_dump(ctx, req):
     return {"entries": mine["entries"]}
 
 
-_ALL_RANKS = {}  # the last configuration's answers of every rank
-
-
 def _build_all_ranks(ctx, req, size):
-    gloo_worlds.set_megatron(ctx.M)
     try:
-        world = gloo_worlds.get_world(tp=size, gtp=1, dp=1)
+        world = ctx.worlds.get(tp=size, gtp=1, dp=1)
     except gloo_worlds.WorldError as exc:
         raise OpError("harness_error", f"the world for the real model did not start: {exc}")
     try:

@@ -6,7 +6,7 @@ import candidates
 from megatron_adapter.codec import Codec
 from megatron_adapter.error_kinds import classify
 from megatron_adapter.errors import BadRequest, Unsupported, boolean, field, integer, meta_tensor, opt, string
-from megatron_adapter.ops.fake_distributed import FakeGroup
+from megatron_adapter.patches.stand_ins import FakeGroup
 
 
 def _tp_tensor(ctx, req, rows_field):

@@ -23,6 +23,13 @@ def field(req, name):
     return req.get(name, DEFAULTS[name])
 
 
+def patch_families(req):
+    """The patch families (patches/table.py) building the request's model needs: the model's, and its GDP
+    mixer's and its optimizer's where it has them (a checkout without GDP still builds everything else)."""
+    return ("model",) + (("model_gdp",) if field(req, "mixer") == "gdp" else ()) \
+        + (("model_optimizer",) if req.get("optimizer") else ())
+
+
 def _layers(req):
     if req["model"] == "gpt":
         return int(req["layers"])

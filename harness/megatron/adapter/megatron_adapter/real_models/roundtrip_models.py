@@ -33,7 +33,8 @@ for the paths in "reference_rows": a GTP-wrapped SwiGLU fc1, whose rows the plan
 """
 
 from megatron_adapter.codec import leaves
-from megatron_adapter.real_models import factory, shims
+from megatron_adapter import patches
+from megatron_adapter.real_models import factory
 
 
 class RealModelPlanError(Exception):
@@ -114,9 +115,9 @@ def is_distributed(req):
 
 
 def _shims(req):
-    """The declared CPU shims, the GDP mixer's and the optimizer's with them where the model has them (as
-    `model dump --mixer gdp --optimizer`)."""
-    return shims.applied(optimizer=bool(req.get("optimizer")), gdp=factory.field(req, "mixer") == "gdp")
+    """The declared CPU patches of the model, the GDP mixer's and the optimizer's with them where the model has
+    them (as `model dump --mixer gdp --optimizer`)."""
+    return patches.applied(*factory.patch_families(req))
 
 
 def state_tree(M, chunks, optimizer, req, is_loading=False):

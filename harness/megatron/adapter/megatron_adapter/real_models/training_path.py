@@ -8,8 +8,8 @@ argv written from the plan's model request and `arguments.validate_args`, then `
 The GPT run's args (num_layers, no hybrid pattern) are what the checkpoint's common `args` say; the hybrid
 run's carry --hybrid-layer-pattern.
 
-What cannot run on CPU is stood in for, each declared in docs/megatron-patches.md ("Training entry points")
-and checked like shims.py's (still needed, still matching) in `applied()`:
+What cannot run on CPU is stood in for by the patch registry's "training" family (patches/table.py,
+docs/megatron-patches.md), in force while the args are validated, the model saved and loaded:
   - `training_rng_state_cuda`: save_checkpoint collects the RNG states (get_rng_state calls
     torch.cuda.get_rng_state) even with --no-save-rng, which then drops them; while saving, the module's
     get_rng_state answers None, the value --no-save-rng never writes.
@@ -18,6 +18,8 @@ and checked like shims.py's (still needed, still matching) in `applied()`:
   - `tracker_cuda_all_reduce`: read_metadata all-reduces the tracker's iteration on a CUDA tensor. The load
     run names the iteration with Megatron's own --ckpt-step and reads a directory holding the saved
     iteration's folder but no tracker file (`load_view`), so read_metadata is never reached.
+The run's command line and environment are in force while Megatron parses and validates them ("training_run"),
+and Megatron's global args while the run saves or loads ("training_globals"), each undone after.
 The local linears keep no `_extra_state` (get_extra_state is None, set_extra_state ignores it): so that the
 verifier can still tell every object apart, each linear of the saved model answers the plan's string for its
 object (`object_values`), and the load world records what load_checkpoint hands each chunk's load_state_dict
@@ -25,12 +27,9 @@ object (`object_values`), and the load world records what load_checkpoint hands 
 """
 
 import contextlib
-import importlib
-import inspect
 import os
-import sys
 
-from megatron_adapter.real_models import shims
+from megatron_adapter import patches
 
 
 class TrainingPathError(Exception):
@@ -44,46 +43,6 @@ ITERATION = 1
 FLAGS_IF_KNOWN = {
     "--no-save-tokenizer-assets": "nothing is tokenized: the run builds no tokenizer whose assets could be saved",
 }
-
-# name -> (module, snippet that must still be there, why)
-STANDINS = {
-    "training_rng_state_cuda": (
-        "megatron.training.checkpointing",
-        "'cuda_rng_state': torch.cuda.get_rng_state(),",
-        "save_checkpoint calls get_rng_state, which reads torch.cuda.get_rng_state, before --no-save-rng drops "
-        "the result; while saving it answers None (never written)",
-    ),
-    "validate_args_device_arch": (
-        "megatron.training.arguments",
-        "and get_device_arch_version() < 10:",
-        "validate_args asks the GPU's architecture (torch.cuda.get_device_properties) when TP > 1; while "
-        "validating it answers 0 (pre-Blackwell), so Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1, which "
-        "the run sets as Megatron's launch scripts do",
-    ),
-    "tracker_cuda_all_reduce": (
-        "megatron.training.checkpointing",
-        "iters_cuda = torch.tensor([iteration], dtype=torch.long, device='cuda')",
-        "read_metadata all-reduces the tracker file's iteration as a CUDA tensor; the load run names the "
-        "iteration with --ckpt-step and reads a folder without the tracker file, so it is never called",
-    ),
-}
-
-
-def check():
-    """[{"name", "needed", "why"}]; shims.ShimError when a stand-in's code is no longer in the checkout."""
-    import torch
-    out = []
-    for name, (module_name, snippet, why) in STANDINS.items():
-        try:
-            source = inspect.getsource(importlib.import_module(module_name))
-        except Exception as exc:  # noqa: BLE001
-            raise shims.ShimError(f"stand-in {name}: cannot read {module_name}: {type(exc).__name__}: {exc}")
-        if snippet not in source:
-            raise shims.ShimError(f"stand-in {name}: {module_name} no longer contains {snippet!r}; re-read the "
-                                  "code and update the stand-in")
-        out.append({"name": name, "needed": not torch.cuda.is_available(), "why": why})
-    return out
-
 
 def argv(req, side, directory, world_size):
     """Megatron's command line of the run of `world_size` ranks that builds `req`: the GPT run that saves to
@@ -139,57 +98,32 @@ def known_flags():
     return set(parser._option_string_actions)
 
 
-def megatron_args(req, side, directory, world_size, rank):
-    """Megatron's args for this run, parsed and validated by Megatron, and Megatron's global variables set
-    from them as its training start does (set_global_variables, no tokenizer: nothing is tokenized);
-    an earlier scenario's are unset first."""
-    from megatron.training import arguments, global_vars
-    env = {"RANK": str(rank), "WORLD_SIZE": str(world_size), "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    saved_argv, saved_env = sys.argv, {name: os.environ.get(name) for name in env}
-    sys.argv = ["pretrain_" + req["model"]] + argv(req, side, directory, world_size)
-    os.environ.update(env)
+def parsed_args(req, side, directory, world_size, rank):
+    """Megatron's args for this run of `world_size` ranks, parsed and validated by Megatron from the argv
+    written from the request (and the run's environment)."""
+    from megatron.training import arguments
+    run_argv = argv(req, side, directory, world_size)
     try:
-        args = arguments.parse_args()
-        with applied():
-            arguments.validate_args(args)
+        with patches.applied("training_run", model=req["model"], argv=run_argv, rank=rank, world_size=world_size):
+            args = arguments.parse_args()
+            with patches.applied("training"):
+                arguments.validate_args(args)
     except SystemExit as exc:  # argparse refusing the argv: the harness wrote it
-        raise TrainingPathError(f"Megatron's parse_args refused {' '.join(sys.argv[1:])} (exit {exc.code})")
-    finally:
-        sys.argv = saved_argv
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    global_vars.unset_global_variables()
-    global_vars.set_global_variables(args, build_tokenizer=False)
+        raise TrainingPathError(f"Megatron's parse_args refused {' '.join(run_argv)} (exit {exc.code})")
     return args
+
+
+@contextlib.contextmanager
+def global_args(req, side, directory, world_size, rank):
+    """Megatron's global variables set from this run's args as its training start does (no tokenizer: nothing
+    is tokenized) while in force; unset after."""
+    with patches.applied("training_globals", args=parsed_args(req, side, directory, world_size, rank)) as held:
+        yield held
 
 
 def chunk_list(chunks):
     """The model list the training entry points take, in chunk order ("model" or "model0", "model1", ...)."""
     return [chunks[name] for name in sorted(chunks)]
-
-
-@contextlib.contextmanager
-def applied():
-    """The needed stand-ins in force (checked first); undone on exit."""
-    needed = {s["name"] for s in check() if s["needed"]}
-    from megatron.training import arguments, checkpointing
-    undo = []
-
-    def patch(obj, attr, value):
-        undo.append((obj, attr, getattr(obj, attr)))
-        setattr(obj, attr, value)
-    if "training_rng_state_cuda" in needed:
-        patch(checkpointing, "get_rng_state", lambda *args, **kwargs: None)
-    if "validate_args_device_arch" in needed:
-        patch(arguments, "get_device_arch_version", lambda: 0)
-    try:
-        yield
-    finally:
-        for obj, attr, value in reversed(undo):
-            setattr(obj, attr, value)
 
 
 @contextlib.contextmanager
@@ -245,7 +179,7 @@ def iteration_dir(directory):
 def save(chunks, optimizer, strings):
     """save_checkpoint of the chunks and their optimizer (or None) at iteration 1 (no scheduler or RNG state)."""
     from megatron.training.checkpointing import save_checkpoint
-    with applied(), object_values(chunks, strings):
+    with patches.applied("training"), object_values(chunks, strings):
         save_checkpoint(ITERATION, chunk_list(chunks), optimizer, None, 0)
 
 
@@ -266,7 +200,7 @@ def load(chunks, optimizer):
     """load_checkpoint into the chunks (strict) and their optimizer (or None); returns {chunk name: the state
     dict each chunk loaded}."""
     from megatron.training.checkpointing import load_checkpoint
-    with applied(), recording_loads(chunks, optimizer) as seen:
+    with patches.applied("training"), recording_loads(chunks, optimizer) as seen:
         iteration, _ = load_checkpoint(chunk_list(chunks), optimizer, None, strict=True)
     if iteration != ITERATION:
         raise TrainingPathError(f"load_checkpoint answered iteration {iteration}, the save wrote {ITERATION}")

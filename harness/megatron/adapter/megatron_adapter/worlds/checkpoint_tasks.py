@@ -6,7 +6,7 @@ import os
 
 from candidates import shard_split  # selects the candidate design per task (inactive unless installed)
 
-from megatron_adapter.worlds.gdp_tasks import _standin_mixer
+from megatron_adapter.worlds.gdp_tasks import standin_mixer
 from megatron_adapter.worlds.worker_context import decode_rows, megatron_frame, row_code
 
 
@@ -15,33 +15,13 @@ from megatron_adapter.worlds.worker_context import decode_rows, megatron_frame, 
 OPT_SOURCE = 50  # exp_avg rows carry row_code(OPT_SOURCE + t, x): distinct from the weight's
 
 
-def _cpu_save_patches(torch):
-    """What dist_checkpointing's synchronous save needs on a CPU-only machine (docs/megatron-patches.md,
-    the same facts as docs/roundtrip.md): no CUDA to synchronize, a CPU device for the
-    failure-flag broadcast, no psutil, and a thread queue instead of a Manager process."""
-    out = []
-    if not torch.cuda.is_available():
-        torch.cuda.synchronize = lambda *a, **k: None
-        torch.cuda.current_device = lambda: "cpu"
-        out += ["torch.cuda.synchronize -> no-op", "torch.cuda.current_device -> 'cpu'"]
-    from megatron.core.dist_checkpointing.strategies import filesystem_async
-    if not getattr(filesystem_async, "HAVE_PSUTIL", True):
-        filesystem_async._process_memory = lambda: 0
-        out.append("filesystem_async._process_memory -> 0")
-    if hasattr(filesystem_async, "_results_queue") and filesystem_async._results_queue is None:
-        import queue as _q
-        filesystem_async._results_queue = _q.Queue()
-        out.append("filesystem_async._results_queue -> queue.Queue()")
-    return out
-
-
 def _rt_state_dict(ctx, p, fill_weight, fill_opt):
     """The GDP mixer's sharded state dict plus the in_proj's exp_avg keyed by the parameter's own
     (padded composite) entry through make_sharded_optimizer_tensor, as the distributed optimizer
     does. Returns (sharded state dict, weight param, exp_avg tensor)."""
     torch, M = ctx.torch, ctx.M
     prefix = "decoder.layers.0.mixer."
-    mod, weight, mixer_cls = _standin_mixer(ctx, p)
+    mod, weight, mixer_cls = standin_mixer(ctx, p)
     rows_per = weight.shape[0]
     exp_avg = torch.zeros_like(weight.data)
     D = sum(p["sections"])
@@ -64,17 +44,15 @@ def _rt_state_dict(ctx, p, fill_weight, fill_opt):
 
 
 def task_rt_save(ctx, p):
-    torch = ctx.torch
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
-    patches = _cpu_save_patches(torch)
     sd, weight, _ = _rt_state_dict(ctx, p, None, None)
     if ctx.rank == 0:
         os.makedirs(p["dir"], exist_ok=True)
     dist.barrier()
     dist_checkpointing.save(sd, p["dir"])
     dist.barrier()
-    out = {"patches": patches}
+    out = {"patches": ctx.task_patches.summaries}
     if ctx.rank == 0:
         from torch.distributed.checkpoint import FileSystemReader
         meta = FileSystemReader(p["dir"]).read_metadata()
@@ -87,9 +65,7 @@ def task_rt_save(ctx, p):
 
 
 def task_rt_load(ctx, p):
-    torch = ctx.torch
     from megatron.core import dist_checkpointing
-    _cpu_save_patches(torch)
     sentinel = row_code(999, 0)
     sd, weight, exp_avg = _rt_state_dict(ctx, p, sentinel, sentinel)
     loaded = dist_checkpointing.load(sd, p["dir"])
@@ -105,8 +81,8 @@ def task_fresh_retarget_standin(ctx, p):
     retargeted to a GPT checkpoint with the mixer's layer fresh (gpt_checkpoint_interop), then what the
     in_proj entry became and what a load hands back in place of the parameter
     (dist_checkpointing.load_preprocess + merge of the nonpersistent part, Megatron's own code)."""
-    torch, M = ctx.torch, ctx.M
-    mod, weight, mixer_cls = _standin_mixer(ctx, p)
+    M = ctx.M
+    mod, weight, mixer_cls = standin_mixer(ctx, p)
     prefix = "decoder.layers.0.mixer."
     sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
     maps = M.interop.gpt_compatible_layer_maps(p["pattern"])
@@ -144,7 +120,6 @@ def task_ordering(ctx, p):
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
     from megatron.core.dist_checkpointing.tensor_aware_state_dict import MCoreTensorAwareStateDict
-    _cpu_save_patches(torch)
     G, g, C, R = ctx.gtp_size, ctx.g, int(p["cols"]), int(p["shard_rows"])
     real = [max(0, min(R, int(p["rows"]) - x * R)) for x in range(G)]
     shard = torch.zeros(R, C, dtype=torch.float64)
@@ -174,13 +149,8 @@ def task_ordering(ctx, p):
         return {"mixer": {"in_proj.weight": factory}, "local": M.LocalNonpersistentObject(500 + ctx.rank),
                 "iteration": 7}
 
+    # to_state_dict's nvidia_resiliency_ext guard is the worker's declared tensor_aware_state_dict.HAVE_NVRX patch
     out = {"factory": shard_split.LABEL if shard_split.installed() else "a stand-in of the design's factory"}
-    import megatron.core.dist_checkpointing.tensor_aware_state_dict as tasd
-    if p.get("assume_nvrx") and not tasd.HAVE_NVRX:
-        # Triage only (docs/megatron-findings.md): to_state_dict's guard wants nvidia_resiliency_ext,
-        # whose base class it does not use on this path; not applied by any gate check.
-        tasd.HAVE_NVRX = True
-        out["patched"] = "tensor_aware_state_dict.HAVE_NVRX -> True"
     d = p["dir"]
     if ctx.rank == 0:
         os.makedirs(d, exist_ok=True)
@@ -213,9 +183,7 @@ def _rows_tensor(torch, shape, codes):
 def task_ckpt_save(ctx, p):
     """The harness's checkpoint written for real by Megatron's dist_checkpointing.save (one rank):
     every stored chunk as a ShardedTensor of row codes, objects, common values."""
-    torch, M = ctx.torch, ctx.M
     from megatron.core import dist_checkpointing
-    _cpu_save_patches(torch)
     save = _ckpt_tree(ctx, p)
     d = p["dir"]
     os.makedirs(d, exist_ok=True)
@@ -261,7 +229,7 @@ def _gtp_factory_for(ctx, f):
     MambaMixer, unbound: the GTP all-gather, pad strip and Megatron's split factory)."""
     key = f["key"]
     prefix = key[: -len("in_proj.weight")]
-    mod, _, mixer_cls = _standin_mixer(ctx, f)
+    mod, _, mixer_cls = standin_mixer(ctx, f)
     with shard_split.selected(f.get("design", "gather")):
         sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata={"dp_cp_group": ctx.dp_cp_group})
     return sd[prefix + "in_proj.weight"]
@@ -329,7 +297,6 @@ def task_load_state(ctx, p):
     are built, loaded and merged by Megatron's load path itself; every rank returns its tree."""
     torch, M = ctx.torch, ctx.M
     from megatron.core import dist_checkpointing
-    _cpu_save_patches(torch)
     requested = {}
     factories = p.get("factories") or {}
 

@@ -7,10 +7,11 @@ layout and given back to the world's groups afterwards."""
 
 import os
 
-from megatron_adapter.real_models import factory, roundtrip_models, shims
+from megatron_adapter import patches
+from megatron_adapter.real_models import factory, roundtrip_models
 from megatron_adapter.worlds import worker_context
-from megatron_adapter.worlds.checkpoint_tasks import _cpu_save_patches, task_fresh_retarget_standin
-from megatron_adapter.worlds.gdp_tasks import _layout_dims
+from megatron_adapter.worlds.checkpoint_tasks import task_fresh_retarget_standin
+from megatron_adapter.worlds.gdp_tasks import layout_dims
 
 IN_PROJ = "decoder.layers.0.mixer.in_proj.weight"
 
@@ -33,7 +34,7 @@ def _save_gpt(ctx, req, directory, mark=None):
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
     factory.init_parallel_state(req)
-    with shims.applied(), ctx.torch.no_grad():
+    with patches.applied("model"), ctx.torch.no_grad():
         sd = factory.build_gpt(ctx.M, req).sharded_state_dict()
     if mark is not None:
         mark(sd)
@@ -48,7 +49,7 @@ def _save_gpt(ctx, req, directory, mark=None):
 def _hybrid(ctx, req):
     """(model, its own sharded state dict) of the hybrid of `req` on this rank."""
     factory.init_parallel_state(req)
-    with shims.applied(), ctx.torch.no_grad():
+    with patches.applied("model"), ctx.torch.no_grad():
         model = factory.build_hybrid(ctx.M, req)["model"]
         return model, model.sharded_state_dict()
 
@@ -69,10 +70,10 @@ def task_fresh_retarget(ctx, p):
     it. GDP (no real GDP layer in the factory yet): the stand-in mixer's sharded_state_dict retargeted
     and the handed-back value copied into the parameter (checkpoint_tasks.task_fresh_retarget_standin)."""
     from megatron.core import dist_checkpointing
-    kind, d_inner, group_state, nheads, _ = _layout_dims(list(p["sections"]), list(p["names"]))
+    kind, d_inner, group_state, nheads, _ = layout_dims(list(p["sections"]), list(p["names"]))
     if kind != "mamba":
         return task_fresh_retarget_standin(ctx, p)
-    M, torch, pattern = ctx.M, ctx.torch, p["pattern"]
+    M, pattern = ctx.M, p["pattern"]
     if d_inner % nheads:
         raise ValueError(f"a Mamba in_proj with d_inner {d_inner} over {nheads} heads")
     layers = M.interop.gpt_compatible_layer_maps(pattern).num_gpt_layers
@@ -80,7 +81,6 @@ def task_fresh_retarget(ctx, p):
     gpt = model_request("gpt", pattern, layers, int(p["cols"]), attention_heads=T,
                         mamba=(nheads * T, d_inner // nheads, T, group_state))
     hybrid = dict(gpt, model="hybrid", gtp=ctx.gtp_size, tp=T, etp=T, pad_alignment=int(p["pad_for_alignment"]))
-    _cpu_save_patches(torch)
     try:
         _save_gpt(ctx, gpt, p["dir"])
         model, sd = _hybrid(ctx, hybrid)
@@ -118,7 +118,7 @@ def task_single_expert(ctx, p):
     retargeted, loaded and taken by load_state_dict (one rank). "load" maps each hybrid expert object,
     named `<its key>#<expert>`, to what it received."""
     from megatron.core import dist_checkpointing
-    M, torch = ctx.M, ctx.torch
+    M = ctx.M
     E, pattern = int(p["experts"]), p["pattern"]
     maps = M.interop.gpt_compatible_layer_maps(pattern)
     gpt = model_request("gpt", pattern, maps.num_gpt_layers, 8, experts=E)
@@ -130,7 +130,6 @@ def task_single_expert(ctx, p):
         for o in objects(sd):
             o.data = {"layer": o.global_offset[0], "expert": o.global_offset[1]}
 
-    _cpu_save_patches(torch)
     try:
         saved = sorted(o.unique_key for o in objects(_save_gpt(ctx, gpt, p["dir"], mark)))
         model, sd = _hybrid(ctx, dict(gpt, model="hybrid"))

@@ -36,7 +36,7 @@ def _stand_in_classes(torch):
     return InProj, Conv
 
 
-def _layout_dims(sections, names):
+def layout_dims(sections, names):
     """("gdp", d_inner, group_state, nheads, householder) or ("mamba", d_inner, group_state, nheads, 0)
     from an in_proj split layout."""
     if names == ["z", "x", "B", "C", "dt"]:
@@ -47,7 +47,7 @@ def _layout_dims(sections, names):
     return "gdp", sections[0], sections[names.index("Q")], sections[-1], m
 
 
-def _full_weight(ctx, rows, cols):
+def full_weight(ctx, rows, cols):
     """The TP-local weight before GTP: row r of TP rank t holds row_code(t, r)."""
     torch = ctx.torch
     full = torch.empty(rows, cols, dtype=torch.float64)
@@ -83,7 +83,7 @@ def _call_wrap(gtp, module, group, replica_group=None, is_grouped=False):
     gtp.wrap_module_params_gtp(module, ["weight"], group, **kwargs)
 
 
-def _standin_mixer(ctx, p):
+def standin_mixer(ctx, p):
     """A stand-in mixer (GDP or Mamba, by the layout's names) carrying the attributes and
     parameters that the mixer's sharded_state_dict reads, shaped as Megatron shapes them, with a
     GTP-wrapped in_proj. Returns (module, in_proj weight, the mixer class)."""
@@ -91,12 +91,12 @@ def _standin_mixer(ctx, p):
     import types
     InProj, Conv = _stand_in_classes(torch)
     sections, names = list(p["sections"]), list(p["names"])
-    kind, d_inner, group_state, nheads, m = _layout_dims(sections, names)
+    kind, d_inner, group_state, nheads, m = layout_dims(sections, names)
     mod = torch.nn.Module()
     mod.d_inner_local_tp, mod.ngroups_local_tp, mod.d_state, mod.nheads_local_tp = d_inner, 1, group_state, nheads
     for name in ("A_log", "dt_bias", "D"):
         mod.register_parameter(name, torch.nn.Parameter(torch.zeros(nheads, dtype=torch.float64), requires_grad=False))
-    in_proj = InProj(torch.nn.Parameter(_full_weight(ctx, sum(sections), int(p["cols"])), requires_grad=False),
+    in_proj = InProj(torch.nn.Parameter(full_weight(ctx, sum(sections), int(p["cols"])), requires_grad=False),
                      ctx.tp_group)
     weight = _wrap_gtp(ctx, in_proj, int(p["pad_for_alignment"]), ctx.dp_excl_group)
     if kind == "gdp":
@@ -152,7 +152,7 @@ def task_gdp_save(ctx, p):
     gathered buffer ("gathered"), and a check of the gathered rows' values."""
     torch, M = ctx.torch, ctx.M
     prefix = p.get("prefix", "decoder.layers.0.mixer.")
-    mod, shard, mixer_cls = _standin_mixer(ctx, p)
+    mod, shard, mixer_cls = standin_mixer(ctx, p)
     metadata = {"dp_cp_group": ctx.dp_cp_group}
     param_sd = mod.in_proj.sharded_state_dict(prefix=prefix + "in_proj.", metadata=dict(metadata))
     param_entry = param_sd[prefix + "in_proj.weight"]
@@ -205,10 +205,9 @@ def task_gdp_save(ctx, p):
 
 
 def task_gdp_save_unpatched(ctx, p):
-    """task_gdp_save with the GPU-only patches undone: shows they are still needed (Megatron then
+    """task_gdp_save with the worker's GTP flag patches undone: shows they are still needed (Megatron then
     skips its GTP branch and trips on the shard's size)."""
-    from megatron_adapter import megatron_patches
-    with megatron_patches.unpatched():
+    with ctx.gtp_patches.suspended():
         try:
             out = task_gdp_save(ctx, dict(p, case="unpatched"))
         except Exception as exc:  # noqa: BLE001

@@ -3,16 +3,18 @@
 A World is DP x T x G Python worker processes (rank = (d*T + t)*G + g) joined in one gloo
 process group, with the groups Megatron's GTP code is handed: TP (same d, g), GTP remat (same
 d, t), the GTP-inclusive dp_cp (same t) and the GTP-excluded DP group (same t, g) that GTP
-params carry as gtp_replica_group. Workers import torch and Megatron once, apply the GPU-only
-patches of megatron_patches.py, point parallel_state's TP/dp_cp globals at those groups (what
-initialize_model_parallel would do), and then run tasks on request.
+params carry as gtp_replica_group. Workers import torch and Megatron once, hold the GTP flag
+patches (the registry's "gtp" family, patches/table.py) for their life, point parallel_state's
+TP/dp_cp globals at those groups (what initialize_model_parallel would do), and then run tasks on
+request, each under the patch families its row of the task table names.
 
 API (what the adapter and the round-trip scenarios use):
 
-    world = get_world(tp=2, gtp=2, dp=1, megatron_path=None)   # cached by layout
+    pool = WorldPool(M)                                          # one per adapter process (its op context's)
+    world = pool.get(tp=2, gtp=2, dp=1)                          # cached by layout
     results = world.run("gdp_save", {...} or [per-rank dicts])  # one result per rank, rank order
     world.rank_of(d, t, g); world.size; world.startup_seconds; world.patches
-    close_all()
+    pool.close_all()
 
 Tasks (task_table.py: gdp_tasks.py, checkpoint_tasks.py) get (ctx, payload) and return picklable values. A
 task that raises on any rank makes run() raise WorldTaskError naming the rank and Megatron's
@@ -22,6 +24,7 @@ carry their provenance as a code (worker_context.row_code): Megatron's row logic
 dtype, and float64 keeps every code exact.
 """
 
+import contextlib
 import os
 import pickle
 import queue
@@ -40,6 +43,7 @@ if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and 
 
 from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from megatron_adapter.worlds.task_table import TASKS  # noqa: E402
+from megatron_adapter import patches  # noqa: E402
 from megatron_adapter.errors import OpError  # noqa: E402
 from megatron_adapter.worlds.worker_context import (Ctx, build_groups, destroy_groups_made_since, megatron_frame,  # noqa: E402
                                                    raised_in_harness, registered_groups, transport_failed)
@@ -95,12 +99,13 @@ class World:
     """One persistent world of worker processes for a (dp, tp, gtp) layout."""
 
     def __init__(self, tp, gtp, dp=1, megatron_path=None, python=None, startup_timeout=180.0, timeout=120.0,
-                 fork=True):
-        """fork=True (default) forks the workers from this process, which must have imported
-        Megatron already (megatron_import.load_megatron): start-up costs no import. fork=False starts
+                 fork=True, pool=None):
+        """fork=True (default) forks the workers from this process, which must have imported Megatron
+        already (the pool's M, megatron_import.load_megatron): start-up costs no import. fork=False starts
         fresh interpreters (python, default sys.executable) that import Megatron themselves."""
         self._start_args = dict(tp=tp, gtp=gtp, dp=dp, megatron_path=megatron_path, python=python,
-                                startup_timeout=startup_timeout, timeout=timeout, fork=fork)
+                                startup_timeout=startup_timeout, timeout=timeout, fork=fork, pool=pool)
+        self.pool = pool if pool is not None else WorldPool()
         self.instance = object()  # this start of the world: what its workers hold lives as long as it
         self.tp, self.gtp, self.dp = int(tp), int(gtp), int(dp)
         if min(self.tp, self.gtp, self.dp) < 1 or self.size > 64:
@@ -246,7 +251,7 @@ class World:
             except OSError:
                 pass
             if isinstance(proc, _ForkedWorker):
-                _PARENT_FDS.difference_update(proc.fds)
+                self.pool.parent_fds.difference_update(proc.fds)
         deadline = time.monotonic() + 5
         for proc in self.procs:
             try:
@@ -256,9 +261,6 @@ class World:
                 proc.wait()
         self.procs = []
         shutil.rmtree(self.dir, ignore_errors=True)  # the store and the ranks' stderr files
-
-
-_PARENT_FDS = set()  # pipe ends the parent holds for its forked workers (children close them)
 
 
 class _ForkedWorker:
@@ -276,7 +278,7 @@ class _ForkedWorker:
             code = 1
             try:
                 keep = {r_req, w_rep}
-                for fd in list(_PARENT_FDS) + [w_req, r_rep]:
+                for fd in list(world.pool.parent_fds) + [w_req, r_rep]:
                     if fd not in keep:
                         try:
                             os.close(fd)
@@ -289,7 +291,7 @@ class _ForkedWorker:
                 os.dup2(null, 0)
                 sys.stdin = open(os.devnull)
                 code = worker_loop(os.fdopen(r_req, "rb"), os.fdopen(w_rep, "wb"), rank, world.tp, world.gtp,
-                                   world.dp, store, int(max(30, timeout)), world.megatron_path, forked=True,
+                                   world.dp, store, int(max(30, timeout)), world.megatron_path, M=world.pool.M,
                                    parent=parent)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
@@ -299,7 +301,7 @@ class _ForkedWorker:
         os.close(w_rep)
         self.pid = pid
         self.fds = {w_req, r_rep}
-        _PARENT_FDS.update(self.fds)
+        world.pool.parent_fds.update(self.fds)
         self.stdin = os.fdopen(w_req, "wb")
         self.stdout = os.fdopen(r_rep, "rb")
         self.returncode = None
@@ -330,32 +332,38 @@ class _ForkedWorker:
             pass
 
 
-_WORLDS = {}
-MAX_WORLDS = 6  # least recently used worlds beyond this are closed
+class WorldPool:
+    """The persistent worlds of one adapter process by layout (its op context owns the pool), the Megatron its
+    forked workers inherit, and the pipe ends it holds for them (each forked child closes them)."""
 
+    MAX_WORLDS = 6  # least recently used worlds beyond this are closed
 
-def get_world(tp, gtp, dp=1, megatron_path=None, **kwargs):
-    """The cached world for this layout (started on first use; a dead one is replaced)."""
-    key = (int(dp), int(tp), int(gtp), megatron_path)
-    world = _WORLDS.pop(key, None)
-    if world is None or not world.procs or any(p.poll() is not None for p in world.procs):
-        if world is not None:
+    def __init__(self, M=None):
+        self.M = M
+        self.worlds = {}  # (dp, tp, gtp, megatron_path) -> World, most recently used last
+        self.parent_fds = set()
+
+    def get(self, tp, gtp, dp=1, megatron_path=None, **kwargs):
+        """The cached world for this layout (started on first use; a dead one is replaced)."""
+        key = (int(dp), int(tp), int(gtp), megatron_path)
+        world = self.worlds.pop(key, None)
+        if world is None or not world.procs or any(p.poll() is not None for p in world.procs):
+            if world is not None:
+                world.close()
+            while len(self.worlds) >= self.MAX_WORLDS:
+                self.worlds.pop(next(iter(self.worlds))).close()
+            world = World(tp, gtp, dp, megatron_path, pool=self, **kwargs)
+        self.worlds[key] = world
+        return world
+
+    def close_all(self):
+        # Folders first: the harness gives the adapter about a second after end of input before it
+        # kills it, less than closing several worlds' workers may take.
+        for world in self.worlds.values():
+            shutil.rmtree(world.dir, ignore_errors=True)
+        for world in list(self.worlds.values()):
             world.close()
-        while len(_WORLDS) >= MAX_WORLDS:
-            _WORLDS.pop(next(iter(_WORLDS))).close()
-        world = World(tp, gtp, dp, megatron_path, **kwargs)
-    _WORLDS[key] = world  # most recently used last
-    return world
-
-
-def close_all():
-    # Folders first: the harness gives the adapter about a second after end of input before it
-    # kills it, less than closing several worlds' workers may take.
-    for world in _WORLDS.values():
-        shutil.rmtree(world.dir, ignore_errors=True)
-    for world in list(_WORLDS.values()):
-        world.close()
-    _WORLDS.clear()
+        self.worlds.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +386,7 @@ def worker_main(argv):
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     return worker_loop(sys.stdin.buffer, out, args.rank, args.tp, args.gtp, args.dp, args.store, args.timeout,
-                       args.megatron_path, forked=False, parent=os.getppid())
+                       args.megatron_path, M=None, parent=os.getppid())
 
 
 def _die_with_parent(parent):
@@ -395,7 +403,9 @@ def _die_with_parent(parent):
         os._exit(1)
 
 
-def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, forked, parent):
+def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, M, parent):
+    """One worker: Megatron (the forking parent's M, else imported here), the GTP flag patches for its life,
+    its gloo groups; then every task asked for, under the patch families its row names, until end of input."""
     _die_with_parent(parent)
     ctx = Ctx()
     ctx.rank, ctx.tp_size, ctx.gtp_size, ctx.dp_size = rank, tp, gtp, dp
@@ -404,37 +414,53 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
     ctx.t, ctx.g = divmod(rest, gtp)
     ctx.megatron_path = megatron_path
     ctx.factories = {}
+    with contextlib.ExitStack() as held:
+        try:
+            import warnings
+            warnings.filterwarnings("ignore")
+            from megatron_adapter.megatron_import import load_megatron
+            ctx.M = M if M is not None else load_megatron(megatron_path)
+            ctx.torch = ctx.M.torch
+            ctx.M.torch.set_num_threads(1)
+            ctx.gtp_patches = held.enter_context(patches.applied("gtp"))
+            _join_world(ctx, store, timeout)
+            _write_frame(out, {"ok": True, "patches": ctx.gtp_patches.rows})
+        except BaseException as exc:  # noqa: BLE001 - start-up failed: the parent reads why
+            traceback.print_exc()
+            _write_frame(out, {"ok": False, "type": type(exc).__name__, "message": str(exc)})
+            return 1
+        _serve(ctx, inp, out)
     try:
-        import datetime
-        import warnings
-        warnings.filterwarnings("ignore")
-        from megatron_adapter.megatron_import import load_megatron
-        M = _PARENT_M if forked and _PARENT_M is not None else load_megatron(megatron_path)
-        ctx.M, ctx.torch = M, M.torch
-        M.torch.set_num_threads(1)
-        from megatron_adapter import megatron_patches
-        patches = megatron_patches.apply()
         import torch.distributed as dist
-        dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
-                                world_size=ctx.size, timeout=datetime.timedelta(seconds=timeout))
-        build_groups(ctx)
-        import gc
-        gc.freeze()  # what Megatron's import made stays out of the collections after each task
-        _write_frame(out, {"ok": True, "patches": patches})
-    except BaseException as exc:  # noqa: BLE001
-        traceback.print_exc()
-        _write_frame(out, {"ok": False, "type": type(exc).__name__, "message": str(exc)})
-        return 1
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001
+        pass
+    return 0
+
+
+def _join_world(ctx, store, timeout):
+    import datetime
+    import gc
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + store, rank=ctx.rank, world_size=ctx.size,
+                            timeout=datetime.timedelta(seconds=timeout))
+    build_groups(ctx)
+    gc.freeze()  # what Megatron's import made stays out of the collections after each task
+
+
+def _serve(ctx, inp, out):
+    """Runs each task asked for under its patch families (task_table.TASKS) and answers it; the process
+    groups a task made are destroyed once it has answered."""
     while True:
         try:
             req = _read_frame(inp)
         except EOFError:
-            break
+            return
         before = registered_groups()
         try:
-            fn = TASKS[req["task"]]
-            result = fn(ctx, req["payload"])
-            reply = {"ok": True, "result": result}
+            task = TASKS[req["task"]]
+            with patches.applied(*task.patches) as ctx.task_patches:
+                reply = {"ok": True, "result": task.run(ctx, req["payload"])}
         except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
             traceback.print_exc()
             reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:4000],
@@ -445,21 +471,6 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, fork
             destroy_groups_made_since(before)
         except Exception:  # noqa: BLE001 - a group left alive costs CPU, not the answer already given
             traceback.print_exc()
-    try:
-        import torch.distributed as dist
-        dist.destroy_process_group()
-    except Exception:  # noqa: BLE001
-        pass
-    return 0
-
-
-_PARENT_M = None  # the Megatron namespace a forking parent imported (set_megatron)
-
-
-def set_megatron(M):
-    """Registers the parent's imported Megatron (megatron_import.load_megatron) for forked workers."""
-    global _PARENT_M
-    _PARENT_M = M
 
 
 if __name__ == "__main__":

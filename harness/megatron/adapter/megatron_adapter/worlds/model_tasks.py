@@ -3,7 +3,8 @@ real GPTModel or HybridModel on CPU under the declared shims and returns its sha
 entry JSON; the groups Megatron made for it are destroyed and parallel_state points back at the world's own
 groups afterwards."""
 
-from megatron_adapter.real_models import factory, shims
+from megatron_adapter import patches
+from megatron_adapter.real_models import factory
 from megatron_adapter.worlds import worker_context
 
 
@@ -15,7 +16,7 @@ def _megatrons_refusal(exc):
     a stub called, the adapter's own code)."""
     tb = exc.__traceback__
     frame = worker_context.megatron_frame(tb)
-    if isinstance(exc, shims.ShimError) or worker_context.raised_in_harness(exc) or frame is None:
+    if isinstance(exc, patches.PatchError) or worker_context.raised_in_harness(exc) or frame is None:
         return None
     return factory.MegatronRefused(f"Megatron's sharded_state_dict raises on this configuration: "
                                    f"{type(exc).__name__}: {str(exc)[:1500]} (at {frame})")
@@ -26,7 +27,7 @@ def task_real_model_dump(ctx, req):
     factory.init_parallel_state(req)
     try:
         factory.require_buildable(req)
-        with shims.applied(optimizer=bool(req["optimizer"]), gdp=factory.field(req, "mixer") == "gdp"):
+        with patches.applied(*factory.patch_families(req)):
             chunks = factory.build(ctx.M, req)
             # no_grad: under GTP the checkpoint code gathers shards with gloo's CPU all_gather_into_tensor,
             # which writes through views that autograd refuses while the parameter requires grad (NCCL

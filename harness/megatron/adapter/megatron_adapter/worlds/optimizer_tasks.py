@@ -10,17 +10,15 @@ Rows carry their provenance as small values: the weight (bf16) row of global row
 in the TP-1 layout) holds k + 1, its exp_avg (the fp32 main param's state) EXP_AVG_BASE + k + 1, pad
 rows 0; bf16 holds every integer up to 256 exactly, so the op limits the rows to that.
 
-CPU shims the optimizer needs, applied for the task and undone after it (docs/megatron-patches.md):
-torch.Tensor.type() with no argument names a CPU tensor torch.cuda.* (the Float16 optimizer accepts
-only CUDA tensor types) and torch.tensor(..., device="cuda") lands on the CPU (its loss-scale
-tensor); Adam's state initializer is written out (Megatron's is local to its optimizer factory).
+The CPU patches the optimizer needs are the registry's "float16_optimizer" family (patches/table.py), in force
+for the task (task_table.py) and undone after it; Adam's state initializer is written out (Megatron's is local to
+its optimizer factory).
 """
 
 import contextlib
 import re
 
-from megatron_adapter.worlds.checkpoint_tasks import _cpu_save_patches
-from megatron_adapter.worlds.gdp_tasks import _layout_dims
+from megatron_adapter.worlds.gdp_tasks import layout_dims
 from megatron_adapter.worlds.worker_context import megatron_frame, raised_in_harness
 
 EXP_AVG_BASE = 1000
@@ -38,28 +36,6 @@ def global_row(sections, tp_size, t, x):
         start_tp += local
         start_global += s
     return None
-
-
-@contextlib.contextmanager
-def _cpu_optimizer_shims(torch):
-    plain_type, plain_tensor = torch.Tensor.type, torch.tensor
-
-    def cuda_type(self, *args, **kwargs):
-        name = plain_type(self, *args, **kwargs)
-        if args or kwargs or not name.startswith("torch.") or name.startswith("torch.cuda."):
-            return name
-        return "torch.cuda." + name[len("torch."):]
-
-    def cpu_tensor(*args, **kwargs):
-        if str(kwargs.get("device", "")).startswith("cuda"):
-            kwargs["device"] = "cpu"
-        return plain_tensor(*args, **kwargs)
-
-    torch.Tensor.type, torch.tensor = cuda_type, cpu_tensor
-    try:
-        yield
-    finally:
-        torch.Tensor.type, torch.tensor = plain_type, plain_tensor
 
 
 @contextlib.contextmanager
@@ -96,7 +72,7 @@ def _build(ctx, p):
     model.decoder = torch.nn.Module()
     model.decoder.layers = torch.nn.ModuleList([torch.nn.Module()])
     if p["module"] == "gdp_in_proj":
-        _, d_inner, group_state, nheads, m = _layout_dims(sections, list(p["names"]))
+        _, d_inner, group_state, nheads, m = layout_dims(sections, list(p["names"]))
         mixer = torch.nn.Module()
         mixer.d_inner_local_tp, mixer.ngroups_local_tp, mixer.d_state = d_inner, 1, group_state
         mixer.nheads_local_tp, mixer.num_householder = nheads, m
@@ -187,8 +163,7 @@ def task_opt_save(ctx, p):
     torch = ctx.torch
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
-    _cpu_save_patches(torch)
-    with _cpu_optimizer_shims(torch), _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
+    with _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
         key, weight, optimizer, sharded = _build(ctx, p)
         with torch.no_grad():
             weight.copy_(_provenance(ctx, p, weight, 0))
@@ -204,10 +179,8 @@ def task_opt_save(ctx, p):
 def task_opt_load(ctx, p):
     """What this rank's load asked for and got: the exp_avg keys requested, and Megatron's refusal or
     the first column of the loaded weight and exp_avg rows."""
-    torch = ctx.torch
     from megatron.core import dist_checkpointing
-    _cpu_save_patches(torch)
-    with _cpu_optimizer_shims(torch), _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
+    with _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
         key, weight, optimizer, sharded = _build(ctx, p)
         tree = _trees(ctx, sharded, optimizer, loading=True)
         out = {"requested_keys": _exp_avg_keys(tree), "rows": int(weight.shape[0]),

@@ -25,7 +25,8 @@ def decode_rows(values):
 
 
 class Ctx:
-    """What a worker knows: Megatron, its coordinates and its groups."""
+    """What a worker knows: Megatron, its coordinates and its groups; the GTP flag patches it holds for its life
+    (gtp_patches, a patches.Applied) and those of the task it runs (task_patches)."""
 
 
 # The adapter's own files (harness/megatron/adapter/...): their path contains "/megatron/" too,

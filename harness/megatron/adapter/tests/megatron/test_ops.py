@@ -4,28 +4,9 @@ Megatron's checkpoint code in gloo worlds and need a checkout with GTP (--megatr
 
 import pytest
 
-import roundtrip_world
 from megatron_adapter.errors import OpError
-from megatron_adapter.megatron_import import load_megatron
-from megatron_adapter.ops.context import OpContext
 from megatron_adapter.registry import OPS
-from megatron_adapter.worlds import gloo_worlds
-
-
-@pytest.fixture(scope="session")
-def ctx(request):
-    M = load_megatron(request.config.getoption("--megatron-path"))
-    gloo_worlds.set_megatron(M)
-    yield OpContext(M)
-    gloo_worlds.close_all()
-
-
-@pytest.fixture
-def gtp_ctx(ctx):
-    if ctx.M.gtp is None:
-        pytest.fail("this test needs a Megatron with GTP: run it with --megatron-path <checkout> "
-                    f"({ctx.M.import_errors.get('gtp')})")
-    return ctx
+from megatron_adapter.roundtrip.plan import fill
 
 
 def call(ctx, op, **req):
@@ -55,9 +36,9 @@ def test_megatron_failures_get_their_kinds(ctx, op, req, kind):
 def test_fill_encodes_with_the_plans_key_shift(ctx):
     torch = ctx.M.torch
     # one segment: rows [0, 2) of key 5, global shape (4, 3), offset (1, 0), no prepended axis
-    t = roundtrip_world.fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 40)
+    t = fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 40)
     assert t.tolist() == [[(5 << 40) + 3 * r + c for c in range(3)] for r in (1, 2)]
-    assert roundtrip_world.fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 20)[0, 0] == (5 << 20) + 3
+    assert fill(torch, [2, 3], [[0, 2, 5, [4, 3], [1, 0], 0]], "cpu", 20)[0, 0] == (5 << 20) + 3
 
 
 KEY = "decoder.layers.0.mixer.in_proj.weight"
@@ -132,8 +113,9 @@ def test_optimizer_resume_checks_a_plain_linear_row_by_row(gtp_ctx):
 def test_the_segment_mutant_plants_its_bug_for_any_group_object(ctx):
     # A real model's build hands Megatron a ProcessGroup, which cannot be made again with another rank:
     # the mutant must select the wrong segment through that very object (it raised TypeError there once).
-    from megatron_adapter.mutants import _segment_rank_major
-    from megatron_adapter.ops.fake_distributed import FakeGroup, fake_distributed
+    from megatron_adapter import patches
+    from megatron_adapter.mutants.sharding import segment_rank_major
+    from megatron_adapter.patches.stand_ins import FakeGroup
     torch = ctx.M.torch
     select = ctx.need("alloc.select_pipeline_segment", "pipeline segment selection")
 
@@ -141,7 +123,7 @@ def test_the_segment_mutant_plants_its_bug_for_any_group_object(ctx):
         pass
 
     pp, groups = OpaqueGroup(), {"tp_group": FakeGroup(0, 1), "dp_cp_group": FakeGroup(0, 1)}
-    with fake_distributed(torch):
+    with patches.applied("one_process_ranks"):
         td = torch.distributed
         fake_rank, fake_size = td.get_rank, td.get_world_size
         td.get_rank = lambda group=None: 1 if group is pp else fake_rank(group)
@@ -149,5 +131,5 @@ def test_the_segment_mutant_plants_its_bug_for_any_group_object(ctx):
         # Four segments over PP 2 (VPP 2): PP rank 1, VP stage 0 owns segment vp*PP + pp = 1; the bug
         # reads segment pp*VPP + vp = 2.
         assert select("M|*|-|E", pp, 0, **groups) == (["*"], 1)
-        assert _segment_rank_major(select, ctx.M)("M|*|-|E", pp, 0, **groups) == (["-"], 2)
+        assert segment_rank_major(select, ctx.M)("M|*|-|E", pp, 0, **groups) == (["-"], 2)
         assert td.get_rank(pp) == 1  # the mutant answers another rank for its one call only

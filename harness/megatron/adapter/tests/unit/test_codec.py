@@ -9,7 +9,7 @@ import types
 import pytest
 
 from megatron_adapter.codec import Codec, _join, _jsonable
-from megatron_adapter.errors import BadRequest, _is_int, boolean, field, int_list, integer, string
+from megatron_adapter.errors import BadRequest, is_int, boolean, field, int_list, integer, string
 
 FAKE_TORCH = types.SimpleNamespace(float32="f32", bfloat16="bf16", Tensor=type("Tensor", (), {}))
 # Megatron's classes stand in as empty types: plain entries never instantiate them.
@@ -97,7 +97,7 @@ def test_path_forms_and_jsonable():
 
 
 def test_request_fields():
-    assert _is_int(5) and not _is_int(True) and not _is_int(1 << 63) and _is_int(-(1 << 63))
+    assert is_int(5) and not is_int(True) and not is_int(1 << 63) and is_int(-(1 << 63))
     assert integer({"n": 4}, "n", minimum=1) == 4
     with pytest.raises(BadRequest, match="n"):
         integer({"n": 0}, "n", minimum=1)

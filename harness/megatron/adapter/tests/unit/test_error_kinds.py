@@ -127,7 +127,7 @@ def _traceback_of(call):
 
 def test_a_failure_in_the_harness_own_code_never_left_it():
     # A harness call with the wrong arguments (a TypeError raised at the call, in this adapter's code).
-    from megatron_adapter import roundtrip_support as rt
+    from megatron_adapter.roundtrip import failures as rt
     tb = _traceback_of(lambda: rt.megatron_frame())
     assert rt.never_left_the_harness(tb)
     assert rt.megatron_frame(tb) is None  # the adapter's own files are not Megatron's, though under megatron/
@@ -136,7 +136,7 @@ def test_a_failure_in_the_harness_own_code_never_left_it():
 def test_a_traceback_carried_in_the_message_names_where_megatron_raised():
     # DCP reraises a rank's failure as a CheckpointException: its own traceback ends in Megatron's load call,
     # the rank's is text in its message, and the deepest Megatron frame there is where Megatron refused.
-    from megatron_adapter import roundtrip_support as rt
+    from megatron_adapter.roundtrip import failures as rt
     tb = _traceback_of(lambda: rt.megatron_frame())
     carried = ('CheckpointException ranks:dict_keys([0]) Traceback (most recent call last): (RANK 0) '
                'File "/venv/torch/distributed/checkpoint/utils.py", line 194, in reduce_scatter local_data = ... '
@@ -149,14 +149,16 @@ def test_a_traceback_carried_in_the_message_names_where_megatron_raised():
 
 def test_a_failure_inside_other_code_left_the_harness():
     import json
-    from megatron_adapter import roundtrip_support as rt
+    from megatron_adapter.roundtrip import failures as rt
     tb = _traceback_of(lambda: json.loads("{"))  # raised inside the standard library, as inside Megatron
     assert not rt.never_left_the_harness(tb)
 
 
 def test_mutants_stand_in_for_megatron():
     import os
-    from megatron_adapter import roundtrip_support as rt
-    mutants = os.path.join(os.path.dirname(rt.__file__), "mutants.py")
-    assert not rt.harness_own(mutants)
+    from megatron_adapter.roundtrip import failures as rt
+    from megatron_adapter.mutants import retarget
+    assert not rt.harness_own(retarget.__file__)
+    assert not rt.harness_own(os.path.join(os.path.dirname(retarget.__file__), os.pardir, os.pardir, "candidates",
+                                           "shard_split.py"))
     assert rt.harness_own(rt.__file__)

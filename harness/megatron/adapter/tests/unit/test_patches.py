@@ -1,13 +1,21 @@
-"""Patch checking (megatron_adapter/megatron_patches.py) on stand-in modules, without Megatron: a patch
-applies only while the code it is about is still there (judged on the syntax tree, so formatting
-never matters), is "not applicable" to a module with no code of its family, and is undone and
-redone on request."""
+"""The patch registry (megatron_adapter/patches/) on stand-in modules, without Megatron: a row applies only while
+the code it is about is still there (judged on the syntax tree where it is about a name, so formatting never
+matters), is "not applicable" to a module with no code of its family, is checked with every other row before any
+is applied, and is undone when its block ends, exactly (values, absent attributes, mapping items, class
+attributes it shadowed)."""
 
+import os
 import sys
+import types
 
 import pytest
 
-from megatron_adapter import megatron_patches as mp
+from megatron_adapter import patches
+from megatron_adapter.patches import __main__ as doc
+from megatron_adapter.patches import checks
+from megatron_adapter.patches.checks import FlagOfFamily, NotApplicable, PatchError, Reads, Snippet
+from megatron_adapter.patches.entries import Patch, Target, always, to, value_is, wrapping
+from megatron_adapter.patches.table import FAMILIES, TABLE
 
 SOURCE = """HAVE_TE = False
 HAVE_GTP = HAVE_TE
@@ -51,138 +59,266 @@ NO_GTP = """class Mixer:
         return 0
 """
 
-FLAG = mp.Relies("HAVE_TE", (None, "sharded_state_dict"), "gtp")
-FN = mp.Relies("None", (None, "sharded_state_dict"), "gtp")
+MOD = "ih_fake_megatron_mod"
+READER = (None, "sharded_state_dict")
+
+
+def flag(attr="HAVE_GTP", binds="HAVE_TE", optional=False, module=MOD):
+    return FlagOfFamily(module, attr, binds, READER, "gtp", optional=optional)
 
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    """A module ih_fake_megatron_mod written to disk (check reads its source), imported fresh."""
+    """A module ih_fake_megatron_mod written to disk (the checks read its source), imported fresh."""
     def make(source=SOURCE):
-        (tmp_path / "ih_fake_megatron_mod.py").write_text(source)
-        sys.modules.pop("ih_fake_megatron_mod", None)
-        return "ih_fake_megatron_mod"
+        (tmp_path / f"{MOD}.py").write_text(source)
+        sys.modules.pop(MOD, None)
+        return MOD
     monkeypatch.syspath_prepend(str(tmp_path))
     yield make
-    sys.modules.pop("ih_fake_megatron_mod", None)
+    sys.modules.pop(MOD, None)
 
+
+def status(check, attr="HAVE_GTP", unpatched=False):
+    return Patch("p", "gtp", (f"{MOD}:{attr}",), "why", check, to(True), needed=value_is(unpatched)).status()
+
+
+# ---- the checks ------------------------------------------------------------------------------------------------
 
 def test_needed_while_the_value_is_the_unpatched_one(fake):
-    module, needed = mp.check("p", fake(), "HAVE_GTP", False, FLAG)
-    assert needed is True and module.__name__ == "ih_fake_megatron_mod"
-    module.HAVE_GTP = True
-    assert mp.check("p", "ih_fake_megatron_mod", "HAVE_GTP", False, FLAG)[1] is False
+    fake()
+    assert status(flag()) == (None, True)
+    sys.modules[MOD].HAVE_GTP = True
+    assert status(flag()) == (None, False)
 
 
-@pytest.mark.parametrize("attr,relies", [("HAVE_GTP", FLAG), ("is_gtp_param", FN),
-                                         ("HAVE_GTP", mp.Relies(None, (None, "sharded_state_dict"), "gtp"))])
-def test_formatting_does_not_matter(fake, attr, relies):
+@pytest.mark.parametrize("attr,binds", [("HAVE_GTP", "HAVE_TE"), ("is_gtp_param", "None"), ("HAVE_GTP", None)])
+def test_formatting_does_not_matter(fake, attr, binds):
     """The issue's case: the guarded code is there, black-formatted over several lines."""
-    assert mp.check("p", fake(REFORMATTED), attr, {"HAVE_GTP": False}.get(attr), relies)[1] is True
+    fake(REFORMATTED)
+    flag(attr, binds).check("p")
 
 
-@pytest.mark.parametrize("source,attr,relies,needle", [
+@pytest.mark.parametrize("source,attr,binds,needle", [
     # the attribute is gone although the module still has GTP code (a renamed flag)
-    (SOURCE.replace("HAVE_GTP", "HAVE_GTP2"), "HAVE_GTP", FLAG, "does not exist in this Megatron although"),
+    (SOURCE.replace("HAVE_GTP", "HAVE_GTP2"), "HAVE_GTP", "HAVE_TE", "does not exist in this Megatron although"),
     # bound to something else than the patch relies on
-    (SOURCE.replace("HAVE_GTP = HAVE_TE", "HAVE_GTP = HAVE_TE and HAVE_X"), "HAVE_GTP", FLAG, "no longer binds"),
-    (SOURCE.replace("is_gtp_param = None", "is_gtp_param = len"), "is_gtp_param", FN, "no longer binds"),
+    (SOURCE.replace("HAVE_GTP = HAVE_TE", "HAVE_GTP = HAVE_TE and HAVE_X"), "HAVE_GTP", "HAVE_TE", "no longer binds"),
+    (SOURCE.replace("is_gtp_param = None", "is_gtp_param = len"), "is_gtp_param", "None", "no longer binds"),
     # bound only inside a function (not at import)
-    (SOURCE.replace("HAVE_GTP = HAVE_TE\n", "def f():\n    HAVE_GTP = HAVE_TE\nHAVE_GTP = 0\n"), "HAVE_GTP", FLAG,
+    (SOURCE.replace("HAVE_GTP = HAVE_TE\n", "def f():\n    HAVE_GTP = HAVE_TE\nHAVE_GTP = 0\n"), "HAVE_GTP", "HAVE_TE",
      "no longer binds"),
     # the function the patch is for no longer reads it (the guarded branch is gone)
-    (SOURCE.replace("HAVE_GTP and ", ""), "HAVE_GTP", FLAG, "no longer reads HAVE_GTP"),
+    (SOURCE.replace("HAVE_GTP and ", ""), "HAVE_GTP", "HAVE_TE", "no longer reads HAVE_GTP"),
     # ... or is gone itself
-    (SOURCE.replace("def sharded_state_dict", "def state_dict"), "is_gtp_param", FN, "no longer reads"),
+    (SOURCE.replace("def sharded_state_dict", "def state_dict"), "is_gtp_param", "None", "no longer reads"),
     # read only outside the function the patch is for
-    (SOURCE.replace("HAVE_GTP and ", "") + "\nprint(HAVE_GTP)\n", "HAVE_GTP", FLAG, "no longer reads"),
+    (SOURCE.replace("HAVE_GTP and ", "") + "\nprint(HAVE_GTP)\n", "HAVE_GTP", "HAVE_TE", "no longer reads"),
 ])
-def test_changed_code_is_a_patch_error(fake, source, attr, relies, needle):
-    with pytest.raises(mp.PatchError, match=needle):
-        mp.check("p", fake(source), attr, None, relies)
+def test_changed_code_is_a_patch_error(fake, source, attr, binds, needle):
+    fake(source)
+    with pytest.raises(PatchError, match=needle):
+        flag(attr, binds).check("p")
 
 
 def test_a_module_that_does_not_import_is_a_patch_error(fake):
-    with pytest.raises(mp.PatchError, match="cannot import ih_fake_megatron_mod: SyntaxError"):
-        mp.check("p", fake("HAVE_GTP = (\n"), "HAVE_GTP", False, FLAG)
+    fake("HAVE_GTP = (\n")
+    with pytest.raises(PatchError, match=f"cannot import {MOD}: SyntaxError"):
+        flag().check("p")
 
 
 def test_a_module_with_no_code_of_the_family_is_not_applicable(fake):
-    with pytest.raises(mp.NotApplicable, match="has no HAVE_GTP and no GTP code at all"):
-        mp.check("p", fake(NO_GTP), "HAVE_GTP", False, FLAG)
-    module, reason = mp._check_or_optional("p", "ih_fake_megatron_mod", "is_gtp_param", None, FN)
-    assert module is None and "no GTP code at all" in reason
+    fake(NO_GTP)
+    with pytest.raises(NotApplicable, match="has no HAVE_GTP and no GTP code at all"):
+        flag().check("p")
+    assert "no GTP code at all" in status(flag("is_gtp_param", "None"), "is_gtp_param", None)[0]
     # one GTP identifier anywhere (a helper named *_gtp_*) makes the missing flag an error again
-    with pytest.raises(mp.PatchError, match="although the module has GTP code"):
-        mp.check("p", fake(NO_GTP + "\ndef _gtp_helper():\n    pass\n"), "HAVE_GTP", False, FLAG)
+    fake(NO_GTP + "\ndef _gtp_helper():\n    pass\n")
+    with pytest.raises(PatchError, match="although the module has GTP code"):
+        flag().check("p")
 
 
-def test_a_patch_whose_module_is_absent_is_not_applicable(monkeypatch):
+@pytest.mark.parametrize("optional", [True, False])
+def test_a_patch_whose_module_is_absent_is_not_applicable(optional):
     # A megatron-core without the module (no GDP at all) has no code of the patch's family, optional or not.
-    monkeypatch.setattr(mp, "OPTIONAL", {"opt"})
-    for name in ("opt", "other"):
-        module, reason = mp._check_or_optional(name, "ih_no_such_module", "HAVE_NVRX", False, FLAG)
-        assert module is None and "ih_no_such_module is not in this Megatron" in reason
+    with pytest.raises(NotApplicable, match="ih_no_such_module is not in this Megatron"):
+        flag(optional=optional, module="ih_no_such_module").check("p")
 
 
-def test_a_module_whose_dependency_is_missing_is_an_error_unless_optional(fake, monkeypatch):
+def test_a_module_whose_dependency_is_missing_is_an_error_unless_optional(fake):
     # The module is there but cannot import (a missing dependency): only an optional patch may skip it.
-    broken = fake("import ih_missing_dependency\nHAVE_GTP = False\n")
-    monkeypatch.setattr(mp, "OPTIONAL", {"opt"})
-    module, reason = mp._check_or_optional("opt", broken, "HAVE_GTP", False, FLAG)
-    assert module is None and "cannot import" in reason
-    with pytest.raises(mp.PatchError, match="cannot import"):
-        mp._check_or_optional("other", broken, "HAVE_GTP", False, FLAG)
+    fake("import ih_missing_dependency\nHAVE_GTP = False\n")
+    with pytest.raises(NotApplicable, match="cannot import"):
+        flag(optional=True).check("p")
+    with pytest.raises(PatchError, match="cannot import"):
+        flag().check("p")
 
 
-def test_an_optional_patch_present_but_changed_stays_an_error(fake, monkeypatch):
-    monkeypatch.setattr(mp, "OPTIONAL", {"opt"})
-    with pytest.raises(mp.PatchError):
-        mp._check_or_optional("opt", fake(SOURCE.replace("HAVE_GTP and ", "")), "HAVE_GTP", False, FLAG)
+def test_an_optional_patch_present_but_changed_stays_an_error(fake):
+    fake(SOURCE.replace("HAVE_GTP and ", ""))
+    with pytest.raises(PatchError):
+        flag(optional=True).check("p")
 
 
-def test_apply_checks_all_first_then_patches_and_unpatched_restores(fake, monkeypatch):
-    name = fake()
-    monkeypatch.setattr(mp, "PATCHES", (
-        ("a", name, "HAVE_GTP", False, True, FLAG),
-        ("b", name, "is_gtp_param", None, lambda: len, FN),
-    ))
-    monkeypatch.setattr(mp, "WHY", {"a": "why a", "b": "why b"})
-    monkeypatch.setattr(mp, "ORIGINALS", {})
-    monkeypatch.setattr(mp, "OPTIONAL", set())
-    report = mp.apply()
-    module = sys.modules[name]
-    assert [r["applied"] for r in report] == [True, True] and module.HAVE_GTP is True and module.is_gtp_param is len
-    with mp.unpatched():
-        assert module.HAVE_GTP is False and module.is_gtp_param is None
-    assert module.HAVE_GTP is True
+def test_a_snippet_or_a_reader_that_is_gone_is_a_patch_error(fake):
+    fake()
+    Snippet(MOD, "is_gtp_param = None").check("p")
+    Reads(MOD, "sharded_state_dict", "is_gtp_param").check("p")
+    with pytest.raises(PatchError, match="no longer contains 'HAVE_GTP = 1'"):
+        Snippet(MOD, "HAVE_GTP = 1").check("p")
+    with pytest.raises(PatchError, match="no longer reads HAVE_TE"):
+        Reads(MOD, "sharded_state_dict", "HAVE_TE").check("p")
 
 
-def test_apply_records_a_not_applicable_patch_and_changes_nothing(fake, monkeypatch):
-    name = fake(NO_GTP)
-    monkeypatch.setattr(mp, "PATCHES", (("a", name, "HAVE_GTP", False, True, FLAG),))
-    monkeypatch.setattr(mp, "WHY", {"a": "why a"})
-    monkeypatch.setattr(mp, "ORIGINALS", {})
-    [row] = mp.apply()
+# ---- applying and undoing --------------------------------------------------------------------------------------
+
+def _holder():
+    """A module the rows below patch: a flag, a function, a mapping, a class with an inherited method."""
+    class Base:
+        def hello(self):
+            return "base"
+
+    class Child(Base):
+        pass
+    module = types.ModuleType("ih_holder")
+    module.FLAG, module.fn, module.env, module.Child = False, len, {"A": "1"}, Child
+    sys.modules["ih_holder"] = module
+    return module
+
+
+@pytest.fixture
+def holder():
+    yield _holder()
+    sys.modules.pop("ih_holder", None)
+
+
+OK = Snippet("os", "def getenv")  # a check that holds (os is there, with its source)
+
+
+def rows():
+    return (
+        Patch("flag", "f", ("ih_holder:FLAG",), "why flag", OK, to(True), needed=value_is(False)),
+        Patch("fn", "f", ("ih_holder:fn",), "why fn", OK, wrapping(lambda original: lambda x: original(x) + 1),
+              needed=always),
+        Patch("env", "f", ("ih_holder:env[A]", "ih_holder:env[B]"), "why env", OK,
+              lambda current, params: (params["a"], "2"), needed=always),
+        Patch("method", "f", ("ih_holder:Child.hello", "ih_holder:absent"), "why method", OK,
+              to(lambda self: "patched", 7), needed=always),
+    )
+
+
+def snapshot(module):
+    child = module.Child
+    return (module.FLAG, module.fn, dict(module.env), "hello" in vars(child), child().hello(), hasattr(module, "absent"))
+
+
+def assert_restored(module, before):
+    assert snapshot(module) == before, "a patch was not undone"
+
+
+def test_a_block_patches_then_undoes_every_row(holder):
+    before = snapshot(holder)
+    with patches.applied("f", table=rows(), a="x") as applied:
+        assert holder.FLAG is True and holder.fn("ab") == 3 and holder.env == {"A": "x", "B": "2"}
+        assert holder.Child().hello() == "patched" and holder.absent == 7
+        assert [r["applied"] for r in applied.rows] == [True] * 4
+    assert_restored(holder, before)
+
+
+def test_the_restoration_check_fails_when_a_patch_is_not_undone(holder, monkeypatch):
+    """The test above can fail: with undo made a no-op, what it checks is left patched."""
+    before = snapshot(holder)
+    monkeypatch.setattr(Patch, "install", lambda self, params: (Target(self.targets[0].text).write(True)
+                                                                if self.name == "flag" else None) or (lambda: None))
+    with patches.applied("f", table=rows(), a="x"):
+        pass
+    with pytest.raises(AssertionError, match="not undone"):
+        assert_restored(holder, before)
+
+
+def test_a_block_that_raises_still_undoes(holder):
+    before = snapshot(holder)
+    with pytest.raises(RuntimeError):
+        with patches.applied("f", table=rows(), a="x"):
+            raise RuntimeError("inside")
+    assert_restored(holder, before)
+
+
+def test_nested_blocks_patching_one_attribute_give_it_back_as_they_found_it(holder):
+    inner = (Patch("again", "g", ("ih_holder:fn",), "why", OK, wrapping(lambda original: lambda x: original(x) * 10),
+                   needed=always),)
+    with patches.applied("f", table=rows(), a="x"):
+        with patches.applied("g", table=inner):
+            assert holder.fn("ab") == 30
+        assert holder.fn("ab") == 3
+    assert holder.fn is len
+
+
+def test_a_row_not_needed_is_recorded_and_left_alone(holder):
+    holder.FLAG = True  # a machine that has what the patch stands in for
+    with patches.applied("f", table=rows()[:1]) as applied:
+        assert applied.rows == [{"name": "flag", "applied": False, "why": "why flag"}] and applied.summaries == []
+
+
+def test_every_row_is_checked_before_any_is_applied(holder):
+    broken = rows()[:1] + (Patch("gone", "f", ("ih_holder:fn",), "why", Snippet("os", "no such line"), to(1),
+                                 needed=always),)
+    with pytest.raises(PatchError, match="no longer contains"):
+        with patches.applied("f", table=broken):
+            pass
+    assert holder.FLAG is False
+
+
+def test_a_row_not_applicable_is_recorded_and_changes_nothing(fake, holder):
+    fake(NO_GTP)
+    table = (Patch("a", "gtp", (f"{MOD}:HAVE_GTP",), "why a", flag(), to(True), needed=value_is(False)),)
+    with patches.applied("gtp", table=table) as applied:
+        [row] = applied.rows
     assert row["applied"] is False and "no GTP code at all" in row["not_applicable"]
-    assert not hasattr(sys.modules[name], "HAVE_GTP") and mp.ORIGINALS == {}
-    [rep] = mp.report()
+    assert not hasattr(sys.modules[MOD], "HAVE_GTP")
+    [rep] = patches.report("gtp", table=table)
     assert rep["needed"] is False and "no GTP code at all" in rep["not_applicable"]
 
 
-def test_apply_patches_nothing_when_one_patch_no_longer_matches(fake, monkeypatch):
-    name = fake()
-    monkeypatch.setattr(mp, "PATCHES", (
-        ("a", name, "HAVE_GTP", False, True, FLAG),
-        ("b", name, "is_gtp_param", None, len, mp.Relies("other", (None, "sharded_state_dict"), "gtp")),
-    ))
-    monkeypatch.setattr(mp, "ORIGINALS", {})
-    monkeypatch.setattr(mp, "OPTIONAL", set())
-    with pytest.raises(mp.PatchError):
-        mp.apply()
-    assert sys.modules[name].HAVE_GTP is False
+def test_suspended_undoes_for_a_while_then_patches_again(holder):
+    with patches.applied("f", table=rows(), a="x") as applied:
+        with applied.suspended():
+            assert holder.FLAG is False and holder.fn is len and holder.Child().hello() == "base"
+        assert holder.FLAG is True and holder.fn("ab") == 3
 
 
-def test_every_patch_says_why():
-    assert {p[0] for p in mp.PATCHES} == set(mp.WHY)
-    assert mp.OPTIONAL <= set(mp.WHY)
+def test_only_names_the_rows_and_an_unknown_name_or_family_is_refused(holder):
+    with patches.applied("f", only=["flag"], table=rows()) as applied:
+        assert [r["name"] for r in applied.rows] == ["flag"] and holder.fn is len
+    with pytest.raises(PatchError, match="no f 'nope' \\(known: env, flag, fn, method\\)"):
+        with patches.applied("f", only=["nope"], table=rows()):
+            pass
+    with pytest.raises(PatchError, match="no patch family"):
+        patches.report("nope", table=rows())
+
+
+# ---- the table and its doc -------------------------------------------------------------------------------------
+
+def test_every_row_says_why_and_what_it_must_still_fit():
+    names = [e.name for e in TABLE]
+    assert len(names) == len(set(names))
+    for e in TABLE:
+        assert e.family in FAMILIES and len(e.why) > 40, e.name
+        assert e.fits.describe() and e.needed.text, e.name
+        assert isinstance(e.fits, (checks.Snippet, checks.Reads, checks.Exists, checks.All, checks.FlagOfFamily))
+    assert {e.family for e in TABLE} == set(FAMILIES)
+
+
+def test_the_docs_hold_the_tables_of_the_table():
+    path = os.path.join(os.path.dirname(__file__), *[os.pardir] * 5, "docs", "megatron-patches.md")
+    with open(path, encoding="utf-8") as f:
+        _, body, _ = doc.split(f.read(), path)
+    assert body == patches.markdown()
+    assert all(f"| `{e.name}` |" in body for e in TABLE)
+
+
+def test_a_doc_without_the_markers_is_refused():
+    with pytest.raises(ValueError, match="must hold the markers"):
+        doc.split("no markers", "x.md")
+    with pytest.raises(ValueError, match="must hold the markers"):
+        doc.split(doc.END + "\n" + doc.BEGIN + "\n", "x.md")

@@ -1,4 +1,4 @@
-"""Plan reading of the worlds engine (roundtrip_world.py), without Megatron: each scenario's oracle encoding
+"""Plan reading of the worlds engine (roundtrip_world.py, megatron_adapter/roundtrip/plan.py), without Megatron: each scenario's oracle encoding
 comes from the catalogue the C++ side writes, and a catalogue without it is a harness error naming the field."""
 
 import json
@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-import roundtrip_world
+from megatron_adapter.roundtrip import plan
 
 ADAPTER = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_encoding_comes_from_the_scenarios_catalogue():
-    oracle = roundtrip_world.Oracle({"oracle": {"key_shift": 40, "dtype": "float64"}, "keys": []})
+    oracle = plan.Oracle({"oracle": {"key_shift": 40, "dtype": "float64"}, "keys": []})
     assert (oracle.key_shift, oracle.dtype) == (40, "float64")
-    oracle = roundtrip_world.Oracle({"oracle": {"key_shift": 15, "dtype": "float32"}})
+    oracle = plan.Oracle({"oracle": {"key_shift": 15, "dtype": "float32"}})
     assert (oracle.key_shift, oracle.dtype) == (15, "float32")
 
 
@@ -27,13 +27,16 @@ def test_the_encoding_comes_from_the_scenarios_catalogue():
     {"oracle": {"key_shift": 24, "dtype": "bfloat16"}},
 ])
 def test_a_catalogue_without_a_usable_encoding_is_refused(catalogue):
-    with pytest.raises(roundtrip_world.PlanError, match=r'"oracle": \{"key_shift": N, "dtype"'):
-        roundtrip_world.Oracle(catalogue)
+    with pytest.raises(plan.PlanError, match=r'"oracle": \{"key_shift": N, "dtype"'):
+        plan.Oracle(catalogue)
 
 
 def test_no_copy_of_the_constant_in_python():
-    with open(os.path.join(ADAPTER, "roundtrip_world.py"), encoding="utf-8") as f:
-        assert "KEY_SHIFT" not in f.read()
+    package = os.path.join(ADAPTER, "megatron_adapter", "roundtrip")
+    for path in [os.path.join(ADAPTER, "roundtrip_world.py")] + [os.path.join(package, n) for n in os.listdir(package)
+                                                                 if n.endswith(".py")]:
+        with open(path, encoding="utf-8") as f:
+            assert "KEY_SHIFT" not in f.read(), path
 
 
 def test_a_plan_that_is_not_json_is_a_harness_error(tmp_path):
