@@ -10,8 +10,6 @@ TASKS = {
     "gdp_merge": gdp_tasks.task_gdp_merge,
     "election": gdp_tasks.task_election,
     "restore_parallel_state": gdp_tasks.task_restore_parallel_state,
-    "rt_save": checkpoint_tasks.task_rt_save,
-    "rt_load": checkpoint_tasks.task_rt_load,
     "opt_save": optimizer_tasks.task_opt_save,
     "opt_load": optimizer_tasks.task_opt_load,
     "fresh_retarget": finding_tasks.task_fresh_retarget,
