@@ -66,6 +66,38 @@ Result<std::vector<Json>> ranks_of(const Json& reply) {
   return std::vector<Json>(reply["ranks"].begin(), reply["ranks"].end());
 }
 
+/// A loaded row: [TP rank, row] of the saved row its values came from, null for zeros, or a string
+/// naming values that no saved row held.
+Result<LoadedRow> loaded_row(const Json& row, const Json& reply) {
+  if (row.is_null()) return LoadedRow{};
+  if (row.is_string() && !row.get<std::string>().empty()) return LoadedRow{std::nullopt, row.get<std::string>()};
+  if (const auto pair = pair_of(row)) return LoadedRow{TpRow{(*pair)[0], (*pair)[1]}, ""};
+  return protocol("a loaded row that is neither [TP rank, row], null nor a value's text", reply);
+}
+
+/// {"tp", "gtp", "first_row", "weight": [row, ...], "exp_avg": [row, ...]}: one load rank's rows.
+Result<ResumedRank> resumed_rank(const Json& rank, const Json& reply) {
+  if (!rank.is_object()) return protocol("a rank that is not an object", reply);
+  ResumedRank out;
+  for (auto [field, value] :
+       {std::pair{"tp", &out.tp_rank}, std::pair{"gtp", &out.gtp_rank}, std::pair{"first_row", &out.first_row}}) {
+    if (!rank.contains(field) || !rank[field].is_number_integer())
+      return protocol(std::string("a rank without an integer \"") + field + "\"", reply);
+    *value = rank[field].get<std::int64_t>();
+  }
+  for (const char* tensor : {"weight", "exp_avg"}) {
+    if (!rank.contains(tensor) || !rank[tensor].is_array())
+      return protocol(std::string("a rank without its \"") + tensor + "\" rows", reply);
+    LoadedRows rows{tensor, {}};
+    for (const Json& row : rank[tensor]) {
+      IH_TRY_ASSIGN(loaded, loaded_row(row, reply));
+      rows.rows.push_back(std::move(loaded));
+    }
+    out.tensors.push_back(std::move(rows));
+  }
+  return out;
+}
+
 }  // namespace
 
 Json optimizer_resume_request(const OptimizerResumeCase& c) {
@@ -87,20 +119,16 @@ Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r) {
     std::sort(keys->begin(), keys->end());
   }
   out.key = compact_keys(out.requested_keys);
-  if (r.value("ok", false)) return out;
   if (r.contains("load_error") && r["load_error"].is_string()) {
     out.refused =
         Refusal{"the load", std::nullopt, with_frame(r["load_error"].get<std::string>(), r, "megatron_frame")};
     return out;
   }
-  for (const char* what : {"weight", "exp_avg"}) {
-    const std::int64_t n = r.value(std::string(what) + "_mismatches", std::int64_t{0});
-    if (n == 0) continue;
-    Json first = r.value("first_" + std::string(what) + "_mismatches", Json::array());
-    while (first.is_array() && first.size() > 2) first.erase(first.size() - 1);
-    out.mismatches.push_back({what, n, dump(first)});
+  IH_TRY_ASSIGN(ranks, ranks_of(r));
+  for (const Json& rank : ranks) {
+    IH_TRY_ASSIGN(resumed, resumed_rank(rank, r));
+    out.ranks.push_back(std::move(resumed));
   }
-  if (out.mismatches.empty()) out.unexplained = "the round trip did not hold: " + dump(r);
   return out;
 }
 

@@ -37,32 +37,44 @@ TEST(JsonScenarios, BrokenRepliesAreHarnessErrors) {
   }
 }
 
-TEST(JsonScenarios, OptimizerResumeReply) {
+TEST(JsonScenarios, OptimizerResumeReplySaysWhatEachRankLoaded) {
   const std::string keys = R"("saved_keys": ["p.w"], "requested_keys": ["p.w.b", "p.w.a"])";
-  auto held = optimizer_resume_from_json(Json::parse("{\"ok\": true, " + keys + "}"));
-  ASSERT_TRUE(held.ok());
-  EXPECT_FALSE(held->refused);
-  EXPECT_TRUE(held->mismatches.empty());
-  EXPECT_TRUE(held->unexplained.empty());
-  EXPECT_EQ(held->saved_keys, std::vector<std::string>{"p.w"});
-  EXPECT_EQ(held->requested_keys, (std::vector<std::string>{"p.w.a", "p.w.b"}));  // sorted
-  EXPECT_EQ(held->key, "p.w.{a,b}");
-  auto refused = optimizer_resume_from_json(
-      Json::parse("{\"ok\": false, " + keys +
-                  R"(, "load_error": "CheckpointException: KeyError: 'p.w'", "megatron_frame": "f.py:1"})"));
+  auto loaded = optimizer_resume_from_json(Json::parse("{" + keys + R"(, "ranks": [{"tp": 1, "gtp": 2,
+      "first_row": 64, "weight": [[1, 3], null], "exp_avg": ["1.5", [0, 0]]}]})"));
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_FALSE(loaded->refused);
+  EXPECT_TRUE(loaded->unexplained.empty());
+  EXPECT_EQ(loaded->saved_keys, std::vector<std::string>{"p.w"});
+  EXPECT_EQ(loaded->requested_keys, (std::vector<std::string>{"p.w.a", "p.w.b"}));  // sorted
+  EXPECT_EQ(loaded->key, "p.w.{a,b}");
+  ASSERT_EQ(loaded->ranks.size(), 1u);
+  const ResumedRank& rank = loaded->ranks[0];
+  EXPECT_EQ((std::array<std::int64_t, 3>{rank.tp_rank, rank.gtp_rank, rank.first_row}),
+            (std::array<std::int64_t, 3>{1, 2, 64}));
+  ASSERT_EQ(rank.tensors.size(), 2u);
+  EXPECT_EQ(rank.tensors[0].tensor, "weight");
+  EXPECT_EQ(rank.tensors[0].rows, (std::vector<LoadedRow>{{TpRow{1, 3}, ""}, {}}));
+  EXPECT_EQ(rank.tensors[1].tensor, "exp_avg");
+  EXPECT_EQ(rank.tensors[1].rows, (std::vector<LoadedRow>{{std::nullopt, "1.5"}, {TpRow{0, 0}, ""}}));
+  auto refused = optimizer_resume_from_json(Json::parse(
+      "{" + keys + R"(, "load_error": "CheckpointException: KeyError: 'p.w'", "megatron_frame": "f.py:1"})"));
   ASSERT_TRUE(refused.ok() && refused->refused);
   EXPECT_EQ(refused->refused->message, "CheckpointException: KeyError: 'p.w' (at f.py:1)");
-  auto rows = optimizer_resume_from_json(Json::parse(
-      "{\"ok\": false, " + keys + R"(, "exp_avg_mismatches": 120, "first_exp_avg_mismatches": [1, 2, 3]})"));
-  ASSERT_TRUE(rows.ok());
-  ASSERT_EQ(rows->mismatches.size(), 1u);
-  EXPECT_EQ(rows->mismatches[0].tensor, "exp_avg");
-  EXPECT_EQ(rows->mismatches[0].count, 120);
-  EXPECT_EQ(rows->mismatches[0].first, "[1,2]");
-  auto silent = optimizer_resume_from_json(Json::parse("{\"ok\": false, " + keys + "}"));
-  ASSERT_TRUE(silent.ok());
-  EXPECT_FALSE(silent->unexplained.empty());  // not held, and no reason: never read as a pass
-  EXPECT_FALSE(optimizer_resume_from_json(Json::parse(R"({"ok": true})")).ok());  // no keys: a protocol error
+  EXPECT_TRUE(refused->ranks.empty());
+}
+
+TEST(JsonScenarios, AnOptimizerResumeReplyWithoutItsRowsIsAHarnessError) {
+  const std::string keys = R"("saved_keys": [], "requested_keys": [])";
+  const std::string rank = R"("tp": 0, "gtp": 0, "first_row": 0, "weight": [])";
+  for (const std::string& text : {std::string(R"({"ok": true})"), "{" + keys + "}", "{" + keys + R"(, "ok": true})",
+                                  "{" + keys + R"(, "ranks": [{"tp": 0, "gtp": 0, "weight": [], "exp_avg": []}]})",
+                                  "{" + keys + ", \"ranks\": [{" + rank + "}]}",
+                                  "{" + keys + ", \"ranks\": [{" + rank + R"(, "exp_avg": [[1]]}]})",
+                                  "{" + keys + ", \"ranks\": [{" + rank + R"(, "exp_avg": [""]}]})"}) {
+    auto answer = optimizer_resume_from_json(Json::parse(text));
+    ASSERT_FALSE(answer.ok()) << text;  // never read as a pass
+    EXPECT_EQ(answer.error().kind, seam_kind::harness_error) << text;
+  }
 }
 
 TEST(JsonScenarios, CompactKeys) {

@@ -127,4 +127,29 @@ Result<SplitLayout> mamba_conv_layout(const MambaDims& dims) {
   return out;
 }
 
+Result<std::optional<TpRow>> row_at_tp_size(const std::vector<std::int64_t>& sections, std::int64_t from_tp, TpRow row,
+                                            std::int64_t to_tp) {
+  IH_TRY_STATUS(require_positive(from_tp, "from TP size"));
+  IH_TRY_STATUS(require_positive(to_tp, "to TP size"));
+  for (std::int64_t s : sections)
+    if (s <= 0 || s % from_tp != 0 || s % to_tp != 0)
+      return make_error(ErrorKind::invalid_layout_parameter,
+                        "section of " + std::to_string(s) + " rows does not split over TP " + std::to_string(from_tp) +
+                            " and " + std::to_string(to_tp));
+  if (row.tp_rank < 0 || row.tp_rank >= from_tp || row.row < 0)
+    return make_error(ErrorKind::invalid_layout_parameter, "no row " + std::to_string(row.row) + " of TP rank " +
+                                                               std::to_string(row.tp_rank) + " at TP " +
+                                                               std::to_string(from_tp));
+  std::int64_t from_start = 0, to_start = 0;  // the section's first TP-local row at each size
+  for (std::int64_t s : sections) {
+    const std::int64_t from_part = s / from_tp, to_part = s / to_tp;
+    if (row.row < from_start + from_part) {
+      const std::int64_t in_section = row.tp_rank * from_part + (row.row - from_start);
+      return std::optional(TpRow{in_section / to_part, to_start + in_section % to_part});
+    }
+    from_start += from_part, to_start += to_part;
+  }
+  return std::optional<TpRow>();
+}
+
 }  // namespace ih

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,20 @@ Result<SplitLayout> gdp_conv_layout(const GdpDims& dims);
 Result<SplitLayout> mamba_in_proj_layout(const MambaDims& dims);
 /// Mamba conv1d: [x, B, C].
 Result<SplitLayout> mamba_conv_layout(const MambaDims& dims);
+
+/// A row of a weight split over TP ranks: the rank holding it and its row there.
+struct TpRow {
+  std::int64_t tp_rank = 0;
+  std::int64_t row = 0;  // TP-local
+  bool operator==(const TpRow&) const = default;
+};
+
+/// The same row of a packed weight at another TP size. `sections` are the weight's sections at TP 1; at
+/// TP size T each rank holds the T-th part of every section, in section order (spec 4.2), so a row keeps
+/// its section and its place in that section. nullopt for a row past the rank's real rows (padding). Every
+/// section must divide by both sizes and the rank must exist (invalid_layout_parameter otherwise).
+Result<std::optional<TpRow>> row_at_tp_size(const std::vector<std::int64_t>& sections, std::int64_t from_tp, TpRow row,
+                                            std::int64_t to_tp);
 
 /// Checks sections > 0, names match in count, and the sum fits in int64; `what` prefixes errors.
 Status validate_layout(const SplitLayout& layout, const std::string& what);

@@ -81,5 +81,30 @@ TEST(SplitLayoutValidation, NamesAndSectionsMustAgree) {
   expect_names_parameter(validate_layout({{1, 0}, {"a", "b"}}, "custom"), "section 'b'");
 }
 
+// Sections {4, 2} (TP 1 rows: s0 0-3, s1 4-5). At TP 2 rank 0 holds s0 rows 0-1 then s1 row 0, rank 1 s0
+// rows 2-3 then s1 row 1: three rows each, so a rank's row 3 on is padding.
+TEST(RowAtTpSize, ARowKeepsItsSectionAndItsPlaceInIt) {
+  const std::vector<std::int64_t> sections{4, 2};
+  const auto at = [&](std::int64_t from_tp, TpRow row, std::int64_t to_tp) {
+    return row_at_tp_size(sections, from_tp, row, to_tp).value();
+  };
+  EXPECT_EQ(at(2, {1, 2}, 1), (TpRow{0, 5}));  // s1's second row
+  EXPECT_EQ(at(2, {1, 0}, 1), (TpRow{0, 2}));  // s0's third row
+  EXPECT_EQ(at(2, {0, 1}, 1), (TpRow{0, 1}));
+  EXPECT_EQ(at(1, {0, 4}, 2), (TpRow{0, 2}));  // s1's first row is rank 0's third
+  EXPECT_EQ(at(1, {0, 3}, 2), (TpRow{1, 1}));
+  EXPECT_EQ(at(2, {1, 1}, 2), (TpRow{1, 1}));  // the same size: the same row
+  EXPECT_EQ(at(2, {0, 3}, 1), std::nullopt);   // padding past the rank's three real rows
+  EXPECT_EQ(at(1, {0, 6}, 2), std::nullopt);
+}
+
+TEST(RowAtTpSize, RefusesSectionsThatDoNotSplitAndRanksThatDoNotExist) {
+  for (const auto& result : {row_at_tp_size({4, 3}, 1, {0, 0}, 2), row_at_tp_size({4, 2}, 2, {2, 0}, 1),
+                             row_at_tp_size({4, 2}, 0, {0, 0}, 1), row_at_tp_size({4, 2}, 1, {0, -1}, 2)}) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.error().kind, ErrorKind::invalid_layout_parameter) << result.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace ih

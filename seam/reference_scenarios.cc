@@ -36,22 +36,6 @@ GtpFactoryParams side_params(const OptimizerResumeCase& c, const GtpSide& s, std
   return params;
 }
 
-/// (TP rank, TP-local row) at T1 of TP-local row x of TP rank t2 at T2: the sections split by TP.
-std::optional<std::pair<std::int64_t, std::int64_t>> source_row(const std::vector<std::int64_t>& sections,
-                                                                std::int64_t t1_size, std::int64_t t2_size,
-                                                                std::int64_t t2, std::int64_t x) {
-  std::int64_t start1 = 0, start2 = 0;
-  for (std::int64_t s : sections) {
-    const std::int64_t s1 = s / t1_size, s2 = s / t2_size;
-    if (x < start2 + s2) {
-      const std::int64_t row = t2 * s2 + (x - start2);
-      return std::make_pair(row / s1, start1 + row % s1);
-    }
-    start1 += s1, start2 += s2;
-  }
-  return std::nullopt;
-}
-
 /// Row j of `value`: (storage, row), or nullopt for a zero row.
 std::optional<std::pair<std::uint64_t, std::int64_t>> row_of(const TensorValue& value, std::int64_t j) {
   for (const RowBlock& b : value.blocks) {
@@ -59,10 +43,6 @@ std::optional<std::pair<std::uint64_t, std::int64_t>> row_of(const TensorValue& 
     j -= b.rows;
   }
   return std::nullopt;
-}
-
-std::string rank_text(std::int64_t t, std::int64_t g) {
-  return "rank (t=" + std::to_string(t) + ", g=" + std::to_string(g) + ")";
 }
 
 /// A factory's built pieces (a list) keyed by their position: the load starts from the saved common tree, where
@@ -91,121 +71,173 @@ Result<Refusal> refusal(const Error& error, std::string step) {
 
 }  // namespace
 
-// Spec 2.6: each optimizer entry is a copy of its model entry, "optimizer.state.exp_avg." prepended. The GDP
-// in_proj's model entry is its mixer's factory (the gather design's split pieces, keyed like a non-GTP run's:
-// spec 4.7 invariant 1), so its exp_avg is that factory over the gathered exp_avg; a plain GTP linear's is the
-// parameter's own entry (gtp_param_entry). Real rows carry their provenance, pad rows are zero; every rank of
-// the save world saves, every rank of the load world loads its own entries (serialization.load).
-Result<OptimizerResumeAnswer> ReferenceImplementation::optimizer_resume(const OptimizerResumeCase& c) {
-  const bool pieces = c.module == ResumeModule::gdp_in_proj;
-  const std::string key =
-      std::string("optimizer.state.exp_avg.") + (pieces ? kInProjKey : "decoder.layers.0.mlp.linear_fc1.weight");
-  std::int64_t total = 0;
-  for (std::int64_t s : c.in_proj.sections) total += s;
-  OptimizerResumeCase in = c;
-  if (!pieces) in.in_proj = SplitLayout{{total}, {"weight"}};
-  const std::int64_t d1 = total / c.save.tp, d2 = total / c.load.tp;
-  // The rank's exp_avg entries: the factory's pieces, or the parameter's entry holding `exp_avg`.
-  const auto entries = [&](const GtpSide& side, std::int64_t t, std::int64_t g, std::uint64_t storage,
-                           std::uint64_t gathered) -> Result<StateNode> {
-    GtpFactoryParams params = side_params(in, side, t, g, storage);
-    params.key = key;
-    if (pieces) {
-      params.gather_storage = gathered;
-      params.replica_id = ReplicaId::tuple({0, 0, g});  // gather: the rank in the GTP-inclusive dp_cp group
-      IH_TRY_ASSIGN(built, gtp_pieces(GtpSaveDesign::gather, params));
-      return keyed_by_position(std::move(built));
-    }
-    IH_TRY_ASSIGN(entry, gtp_param_entry(params));
-    const std::int64_t r = entry.local_shape.at(0), real = std::clamp<std::int64_t>(d1 - g * r, 0, r);
-    IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows({TensorValue::of_storage(storage, {r, c.cols}).row_view(0, real),
-                                                     TensorValue::zeros({r - real, c.cols})}));
-    entry.data = exp_avg, entry.dtype = exp_avg.dtype;
-    return StateNode(StateDict{{std::string("exp_avg"), StateNode(std::move(entry))}});
-  };
-  const auto keys_of = [](const StateNode& tree, std::vector<std::string>& keys) {
+namespace {
+
+/// The weight a resume case saves and loads, and how the reference keys its exp_avg (spec 2.6: each
+/// optimizer entry is a copy of its model entry, "optimizer.state.exp_avg." prepended).
+struct ResumeWeight {
+  OptimizerResumeCase c;  // a plain linear's sections summed into its one
+  bool pieces = true;     // the GDP in_proj: its entry is the mixer's factory; a linear's its parameter's
+  std::string key;        // optimizer.state.exp_avg.<model key>
+  std::int64_t rows = 0;  // at TP 1
+};
+
+ResumeWeight resume_weight(const OptimizerResumeCase& c) {
+  ResumeWeight w{c, c.module == ResumeModule::gdp_in_proj, "", 0};
+  w.key = std::string("optimizer.state.exp_avg.") + (w.pieces ? kInProjKey : "decoder.layers.0.mlp.linear_fc1.weight");
+  for (std::int64_t s : c.in_proj.sections) w.rows += s;
+  if (!w.pieces) w.c.in_proj = SplitLayout{{w.rows}, {"weight"}};
+  return w;
+}
+
+std::uint64_t requested_storage(std::int64_t g) { return 0x9000 + static_cast<std::uint64_t>(g); }
+
+/// Rank (t, g)'s exp_avg entries on `side`. The GDP in_proj's model entry is its mixer's factory (the
+/// gather design's split pieces, keyed like a non-GTP run's: spec 4.7 invariant 1) over the exp_avg
+/// gathered into `gathered`; a plain GTP linear's is the parameter's own entry (gtp_param_entry) holding
+/// `storage`'s real rows, then zero pad rows.
+Result<StateNode> exp_avg_entries(Implementation& self, const ResumeWeight& w, const GtpSide& side, std::int64_t t,
+                                  std::int64_t g, std::uint64_t storage, std::uint64_t gathered) {
+  GtpFactoryParams params = side_params(w.c, side, t, g, storage);
+  params.key = w.key;
+  if (w.pieces) {
+    params.gather_storage = gathered;
+    params.replica_id = ReplicaId::tuple({0, 0, g});  // gather: the rank in the GTP-inclusive dp_cp group
+    IH_TRY_ASSIGN(built, self.gtp_pieces(GtpSaveDesign::gather, params));
+    return keyed_by_position(std::move(built));
+  }
+  IH_TRY_ASSIGN(entry, self.gtp_param_entry(params));
+  const std::int64_t r = entry.local_shape.at(0), real = std::clamp<std::int64_t>(w.rows / side.tp - g * r, 0, r);
+  IH_TRY_ASSIGN(exp_avg, TensorValue::concat_rows({TensorValue::of_storage(storage, {r, w.c.cols}).row_view(0, real),
+                                                   TensorValue::zeros({r - real, w.c.cols})}));
+  entry.data = exp_avg, entry.dtype = exp_avg.dtype;
+  return StateNode(StateDict{{std::string("exp_avg"), StateNode(std::move(entry))}});
+}
+
+/// The keys of the tensor entries of `trees`, sorted, each once.
+std::vector<std::string> tensor_keys(const std::vector<StateNode>& trees) {
+  std::vector<std::string> keys;
+  for (const StateNode& tree : trees)
     visit_leaves(tree, [&](const std::string&, const Leaf& leaf) {
       if (const auto* st = std::get_if<ShardedTensor>(&leaf)) keys.push_back(st->key);
     });
-  };
-  const auto finish_keys = [](std::vector<std::string>& keys) {
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  };
-  OptimizerResumeAnswer answer;
-  const auto refuse = [&](const Error& error, const char* step) -> Result<OptimizerResumeAnswer> {
-    IH_TRY_ASSIGN(refused, refusal(error, step));
-    answer.refused = std::move(refused);
-    answer.key = compact_keys(answer.requested_keys);
-    return answer;
-  };
-  std::vector<StateNode> trees;
-  std::map<std::int64_t, std::int64_t> saved_rows;  // t -> R at the save (the parameter's entry)
-  for (std::int64_t t = 0; t < c.save.tp; ++t)
-    for (std::int64_t g = 0; g < c.save.gtp; ++g) {
-      auto tree = entries(c.save, t, g, saved_storage(t, g), gathered_storage(t));
-      if (!tree.ok()) return refuse(tree.error(), "the save-side entry");
-      keys_of(*tree, answer.saved_keys);
-      if (!pieces) saved_rows[t] = tree->find(std::string("exp_avg"))->leaf_if<ShardedTensor>()->local_shape.at(0);
-      trees.push_back(std::move(*tree));
-    }
-  finish_keys(answer.saved_keys);
-  IH_TRY_ASSIGN(checkpoint, save_checkpoint(trees));
-  // Where TP rank t1's TP-local row x1 was saved: the gathered exp_avg's row x1, or the row of its GTP shard.
-  const auto saved_at = [&](std::int64_t t1, std::int64_t x1) {
-    return pieces ? std::make_pair(gathered_storage(t1), x1)
-                  : std::make_pair(saved_storage(t1, x1 / saved_rows[t1]), x1 % saved_rows[t1]);
-  };
-  RowMismatches wrong{"exp_avg", 0, ""};
-  std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, StateNode>> requests;
-  for (std::int64_t t = 0; t < c.load.tp; ++t)
-    for (std::int64_t g = 0; g < c.load.gtp; ++g) {
-      auto request = entries(c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g), 0);
-      if (!request.ok()) return refuse(request.error(), "the load-side entry");
-      keys_of(*request, answer.requested_keys);
-      requests.push_back({{t, g}, std::move(*request)});
-    }
-  finish_keys(answer.requested_keys);
-  answer.key = compact_keys(answer.requested_keys);
-  for (const auto& [rank, request] : requests) {
-    const auto [t, g] = rank;
-    auto loaded = load_state(checkpoint, request, LoadOrder::serialization_load);
-    if (!loaded.ok()) return refuse(loaded.error(), "the load");
-    std::optional<TensorValue> value;
-    if (pieces) {
-      GtpFactoryParams params = side_params(in, c.load, t, g, 0x9000 + static_cast<std::uint64_t>(g));
-      params.key = key;
-      auto merged = gtp_merge(GtpSaveDesign::gather, params, in_build_order(*loaded));
-      if (!merged.ok()) return refuse(merged.error(), "the load's merge");
-      value = std::move(*merged);
-    } else if (const StateNode* node = loaded->find(std::string("exp_avg")); node && node->leaf_if<TensorValue>()) {
-      value = *node->leaf_if<TensorValue>();
-    }
-    IH_TRY_ASSIGN(padding, gtp_padding_of(side_params(in, c.load, t, g, 0)));
-    const std::int64_t r = padding.shard_rows;
-    if (!value || value->rows() != r) {
-      answer.unexplained = rank_text(t, g) + " loaded no (" + std::to_string(r) + ", C) exp_avg";
-      return answer;
-    }
-    for (std::int64_t j = 0; j < r; ++j) {
-      const std::int64_t x = g * r + j;
-      std::optional<std::pair<std::uint64_t, std::int64_t>> want;
-      if (x < d2)
-        if (const auto src = source_row(in.in_proj.sections, c.save.tp, c.load.tp, t, x))
-          want = saved_at(src->first, src->second);
-      const auto got = row_of(*value, j);
-      if (got == want) continue;
-      if (wrong.count++ == 0) {
-        const auto show = [](const std::optional<std::pair<std::uint64_t, std::int64_t>>& row) {
-          return row ? "saved storage " + std::to_string(row->first) + " row " + std::to_string(row->second)
-                     : std::string("zero");
-        };
-        wrong.first = rank_text(t, g) + " row " + std::to_string(j) + " (TP-local row " + std::to_string(x) +
-                      ") holds " + show(got) + ", expected " + show(want);
-      }
-    }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+/// One world's exp_avg entries, rank by rank ((t, g) in row-major order), and where each storage they
+/// hold was saved from: storage -> (TP rank, TP-local row of its row 0).
+struct ResumeWorld {
+  std::vector<std::pair<std::array<std::int64_t, 2>, StateNode>> ranks;
+  std::map<std::uint64_t, TpRow> origins;
+  std::vector<StateNode> trees() const {
+    std::vector<StateNode> out;
+    for (const auto& rank : ranks) out.push_back(rank.second);
+    return out;
   }
-  if (wrong.count) answer.mismatches.push_back(std::move(wrong));
+};
+
+/// Every rank of the save world holding its exp_avg (`saving`), or of the load world asking for it.
+Result<ResumeWorld> resume_world(Implementation& self, const ResumeWeight& w, bool saving) {
+  const GtpSide& side = saving ? w.c.save : w.c.load;
+  ResumeWorld world;
+  for (std::int64_t t = 0; t < side.tp; ++t)
+    for (std::int64_t g = 0; g < side.gtp; ++g) {
+      const std::uint64_t storage = saving ? saved_storage(t, g) : requested_storage(g);
+      IH_TRY_ASSIGN(tree, exp_avg_entries(self, w, side, t, g, storage, saving ? gathered_storage(t) : 0));
+      if (saving && w.pieces) world.origins[gathered_storage(t)] = TpRow{t, 0};
+      if (saving && !w.pieces)
+        world.origins[storage] =
+            TpRow{t, g * tree.find(std::string("exp_avg"))->leaf_if<ShardedTensor>()->local_shape.at(0)};
+      world.ranks.push_back({{t, g}, std::move(tree)});
+    }
+  return world;
+}
+
+/// Records `error` as the step's refusal; an error that is no verdict (unsupported, timeout, harness) stays one.
+Status refuse(OptimizerResumeAnswer& answer, const Error& error, const char* step) {
+  IH_TRY_ASSIGN(refused, refusal(error, step));
+  answer.refused = std::move(refused);
+  return Ok{};
+}
+
+/// Load rank (t, g)'s exp_avg as `request` asks for it: its pieces merged back, or the parameter entry's.
+/// nullopt when the load gave back no tensor; a refusal is recorded in `answer` (then nullopt too).
+Result<std::optional<TensorValue>> load_exp_avg(Implementation& self, const ResumeWeight& w,
+                                                const Checkpoint& checkpoint, std::array<std::int64_t, 2> rank,
+                                                const StateNode& request, OptimizerResumeAnswer& answer) {
+  auto loaded = self.load_state(checkpoint, request, LoadOrder::serialization_load);
+  if (!loaded.ok()) {
+    IH_TRY_STATUS(refuse(answer, loaded.error(), "the load"));
+    return std::optional<TensorValue>();
+  }
+  if (w.pieces) {
+    GtpFactoryParams params = side_params(w.c, w.c.load, rank[0], rank[1], requested_storage(rank[1]));
+    params.key = w.key;
+    auto merged = self.gtp_merge(GtpSaveDesign::gather, params, in_build_order(*loaded));
+    if (!merged.ok()) {
+      IH_TRY_STATUS(refuse(answer, merged.error(), "the load's merge"));
+      return std::optional<TensorValue>();
+    }
+    return std::optional(std::move(*merged));
+  }
+  const StateNode* node = loaded->find(std::string("exp_avg"));
+  const auto* value = node ? node->leaf_if<TensorValue>() : nullptr;
+  return value ? std::optional(*value) : std::nullopt;
+}
+
+/// What each row of `value` holds: a saved row of `origins`, zeros, or a storage no save wrote.
+std::vector<LoadedRow> loaded_rows(const TensorValue& value, const std::map<std::uint64_t, TpRow>& origins) {
+  std::vector<LoadedRow> out;
+  for (std::int64_t j = 0; j < value.rows(); ++j) {
+    const auto row = row_of(value, j);
+    const auto origin = row ? origins.find(row->first) : origins.end();
+    if (!row)
+      out.push_back({});
+    else if (origin == origins.end())
+      out.push_back({std::nullopt, "storage " + std::to_string(row->first) + " row " + std::to_string(row->second)});
+    else
+      out.push_back({TpRow{origin->second.tp_rank, origin->second.row + row->second}, ""});
+  }
+  return out;
+}
+
+/// Saves the weight's exp_avg in the save world, then loads it rank by rank in the load world into
+/// `answer`, up to the first refusal (spec: every rank of the save world saves, every rank of the load
+/// world loads its own entries with serialization.load).
+Status resume(Implementation& self, const ResumeWeight& w, OptimizerResumeAnswer& answer) {
+  auto saved = resume_world(self, w, true);
+  if (!saved.ok()) return refuse(answer, saved.error(), "the save-side entry");
+  answer.saved_keys = tensor_keys(saved->trees());
+  IH_TRY_ASSIGN(checkpoint, save_checkpoint(saved->trees()));
+  auto requests = resume_world(self, w, false);
+  if (!requests.ok()) return refuse(answer, requests.error(), "the load-side entry");
+  answer.requested_keys = tensor_keys(requests->trees());
+  for (const auto& [rank, request] : requests->ranks) {
+    IH_TRY_ASSIGN(value, load_exp_avg(self, w, checkpoint, rank, request, answer));
+    IH_TRY_ASSIGN(padding, gtp_padding_of(side_params(w.c, w.c.load, rank[0], rank[1], 0)));
+    if (!answer.refused && (!value || value->rows() != padding.shard_rows))
+      answer.unexplained = "rank (t=" + std::to_string(rank[0]) + ", g=" + std::to_string(rank[1]) + ") loaded no (" +
+                           std::to_string(padding.shard_rows) + ", C) exp_avg";
+    if (answer.refused || !answer.unexplained.empty()) {
+      answer.ranks.clear();
+      return Ok{};
+    }
+    answer.ranks.push_back(
+        {rank[0], rank[1], rank[1] * padding.shard_rows, {{"exp_avg", loaded_rows(*value, saved->origins)}}});
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+// The GDP in_proj's exp_avg is its mixer's gather factory, a plain GTP linear's the parameter's entry
+// (exp_avg_entries): the answer says which rows each load rank got back; the gate judges them.
+Result<OptimizerResumeAnswer> ReferenceImplementation::optimizer_resume(const OptimizerResumeCase& c) {
+  OptimizerResumeAnswer answer;
+  IH_TRY_STATUS(resume(*this, resume_weight(c), answer));
+  answer.key = compact_keys(answer.requested_keys);
   return answer;
 }
 

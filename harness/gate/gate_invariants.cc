@@ -51,6 +51,51 @@ std::string show(const std::optional<Shape>& shape) { return shape ? json::dump(
 
 // --- R1, R2: optimizer state across a GTP change -------------------------------------------------
 
+/// The loaded rows of one tensor that are not where the spec puts them.
+struct Misplaced {
+  std::string tensor;
+  std::int64_t count = 0;
+  std::string first;  // the first one, spelt out
+};
+
+std::string show(const LoadedRow& row) {
+  if (!row.stray.empty()) return "a value no saved row held (" + row.stray + ")";
+  return row.saved
+             ? "the saved row " + std::to_string(row.saved->row) + " of TP rank " + std::to_string(row.saved->tp_rank)
+             : "zeros";
+}
+
+/// Every loaded row against the row the spec puts there: TP-local row x of a load rank at TP T2 is the
+/// weight's row that TP T1's split puts on some save rank (row_at_tp_size, spec 4.2), the same values
+/// (spec 4.7 invariant 6); a row past the real rows is padding, zero.
+Result<std::vector<Misplaced>> misplaced_rows(const OptimizerResumeCase& c, const OptimizerResumeAnswer& answer) {
+  const std::vector<std::int64_t> sections =
+      c.module == ResumeModule::linear ? std::vector<std::int64_t>{rows_of(c.in_proj)} : c.in_proj.sections;
+  std::vector<Misplaced> out;
+  for (const ResumedRank& rank : answer.ranks) {
+    if (rank.tp_rank < 0 || rank.tp_rank >= c.load.tp || rank.first_row < 0)
+      return make_error(seam_kind::harness_error, "the answer names TP rank " + std::to_string(rank.tp_rank) +
+                                                      " (first row " + std::to_string(rank.first_row) +
+                                                      "), which the load world does not have");
+    for (const LoadedRows& tensor : rank.tensors) {
+      auto m = std::find_if(out.begin(), out.end(), [&](const Misplaced& x) { return x.tensor == tensor.tensor; });
+      if (m == out.end()) m = out.insert(out.end(), Misplaced{tensor.tensor, 0, ""});
+      for (std::size_t j = 0; j < tensor.rows.size(); ++j) {
+        const std::int64_t x = rank.first_row + static_cast<std::int64_t>(j);
+        IH_TRY_ASSIGN(want, row_at_tp_size(sections, c.load.tp, TpRow{rank.tp_rank, x}, c.save.tp));
+        const LoadedRow expected{want, ""};
+        if (tensor.rows[j] == expected) continue;
+        if (m->count++ == 0)
+          m->first = "rank (t=" + std::to_string(rank.tp_rank) + ", g=" + std::to_string(rank.gtp_rank) + ") row " +
+                     std::to_string(j) + " (TP-local row " + std::to_string(x) + ") holds " + show(tensor.rows[j]) +
+                     ", expected " + show(expected);
+      }
+    }
+  }
+  std::erase_if(out, [](const Misplaced& m) { return m.count == 0; });
+  return out;
+}
+
 /// Resuming at another layout must load what was saved: the load asks for the exp_avg keys the save
 /// wrote (spec 2.6: they are the model entries' keys, which spec 4.7 invariant 1 keeps those of a
 /// non-GTP run), and every real row comes back where it belongs, pad rows zero (spec 4.7 invariant 6).
@@ -75,7 +120,8 @@ Result<Violations> resume_check(Implementation& target, const std::vector<Optimi
                      where + answer.refused->step + " was refused: " + show(*answer.refused)});
       continue;
     }
-    for (const RowMismatches& m : answer.mismatches)
+    IH_TRY_ASSIGN(misplaced, misplaced_rows(c, answer));
+    for (const Misplaced& m : misplaced)
       out.push_back({"rows_misplaced", m.tensor,
                      where + std::to_string(m.count) + " loaded " + m.tensor +
                          " rows are not the saved ones (first: " + m.first + ")"});

@@ -17,7 +17,7 @@ Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split
   --candidate NAME     apply a candidate design (candidates/): "shard-split" is the harness's own
                        candidate of the pending GTP shard-split save (not Megatron's code), applied
                        only when the checkout has no factory of its own
-  --fix NAME           apply a declared optional fix of Megatron's code (megatron_patches.FIXES)
+  --fix NAME           apply a declared optional fix of Megatron's code (patches/table.py FIXES)
 """
 
 import os

@@ -50,7 +50,6 @@ OPS = {
     "gtp_worlds": Op(gtp.gtp_worlds, None),
     "gtp_patches": Op(gtp.gtp_patches, None),
     "gtp_unpatched_save": Op(gtp.gtp_unpatched_save, None),
-    "gtp_roundtrip": Op(gtp.gtp_roundtrip, None),
     "optimizer_resume": Op(gtp.optimizer_resume, None),
     "gtp_all_padding_load": Op(gtp.gtp_all_padding_load, None),
     # The finding checks' ops (harness/gate/gate_invariants.cc, docs/megatron-findings.md).

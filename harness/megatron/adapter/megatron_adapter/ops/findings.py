@@ -68,7 +68,7 @@ def load_orderings(ctx, req):
     ckpt = tempfile.mkdtemp(prefix="ih-orderings-")
     try:
         # to_state_dict's nvidia_resiliency_ext guard is lifted by the worlds' patches
-        # (megatron_patches.py, docs/megatron-patches.md); without it to_state_dict answers ImportError.
+        # (patches/table.py, docs/megatron-patches.md); without it to_state_dict answers ImportError.
         out = world.run("ordering", {"rows": rows, "shard_rows": R, "cols": cols, "dir": os.path.join(ckpt, "ckpt")})
     except gloo_worlds.WorldTaskError as exc:
         raise _task_error(exc)

@@ -1,6 +1,5 @@
-"""World tasks that save and load for real through Megatron's dist_checkpointing (gloo, CPU): the GTP
-round trip with optimizer state, fresh retargeting of the stand-in GDP mixer, the load orderings, and the
-seam's load_state."""
+"""World tasks that save and load for real through Megatron's dist_checkpointing (gloo, CPU): fresh
+retargeting of the stand-in GDP mixer, the load orderings, and the seam's load_state."""
 
 import os
 
@@ -11,69 +10,6 @@ from megatron_adapter.worlds.worker_context import decode_rows, megatron_frame, 
 
 
 # ---- real save and load through dist_checkpointing (item 3) -----------------------------------
-
-OPT_SOURCE = 50  # exp_avg rows carry row_code(OPT_SOURCE + t, x): distinct from the weight's
-
-
-def _rt_state_dict(ctx, p, fill_weight, fill_opt):
-    """The GDP mixer's sharded state dict plus the in_proj's exp_avg keyed by the parameter's own
-    (padded composite) entry through make_sharded_optimizer_tensor, as the distributed optimizer
-    does. Returns (sharded state dict, weight param, exp_avg tensor)."""
-    torch, M = ctx.torch, ctx.M
-    prefix = "decoder.layers.0.mixer."
-    mod, weight, mixer_cls = standin_mixer(ctx, p)
-    rows_per = weight.shape[0]
-    exp_avg = torch.zeros_like(weight.data)
-    D = sum(p["sections"])
-    for j in range(rows_per):
-        x = ctx.g * rows_per + j if getattr(weight, "is_gtp_weight_remat", False) else j
-        if x < D:
-            exp_avg[j].fill_(row_code(OPT_SOURCE + ctx.t, x))
-    if fill_weight is not None:
-        weight.data.fill_(fill_weight)
-    if fill_opt is not None:
-        exp_avg.fill_(fill_opt)
-    metadata = {"dp_cp_group": ctx.dp_cp_group}
-    param_entry = mod.in_proj.sharded_state_dict(prefix=prefix + "in_proj.", metadata=dict(metadata))[prefix + "in_proj.weight"]
-    with shard_split.selected(p.get("design", "gather")):
-        sd = mixer_cls.sharded_state_dict(mod, prefix=prefix, sharded_offsets=(), metadata=metadata)
-    if p.get("optimizer", True):
-        from megatron.core.dist_checkpointing.optimizer import make_sharded_optimizer_tensor
-        sd["optimizer.exp_avg"] = make_sharded_optimizer_tensor(param_entry, exp_avg, "optimizer.state.exp_avg")
-    return sd, weight, exp_avg
-
-
-def task_rt_save(ctx, p):
-    import torch.distributed as dist
-    from megatron.core import dist_checkpointing
-    sd, weight, _ = _rt_state_dict(ctx, p, None, None)
-    if ctx.rank == 0:
-        os.makedirs(p["dir"], exist_ok=True)
-    dist.barrier()
-    dist_checkpointing.save(sd, p["dir"])
-    dist.barrier()
-    out = {"patches": ctx.task_patches.summaries}
-    if ctx.rank == 0:
-        from torch.distributed.checkpoint import FileSystemReader
-        meta = FileSystemReader(p["dir"]).read_metadata()
-        stored = {}
-        for key, md in meta.state_dict_metadata.items():
-            if hasattr(md, "size"):
-                stored[key] = {"size": list(md.size), "chunks": [[list(c.offsets), list(c.sizes)] for c in md.chunks]}
-        out["stored"] = stored
-    return out
-
-
-def task_rt_load(ctx, p):
-    from megatron.core import dist_checkpointing
-    sentinel = row_code(999, 0)
-    sd, weight, exp_avg = _rt_state_dict(ctx, p, sentinel, sentinel)
-    loaded = dist_checkpointing.load(sd, p["dir"])
-    w = loaded["decoder.layers.0.mixer.in_proj.weight"]
-    o = loaded.get("optimizer.exp_avg")
-    return {"weight": decode_rows(w[:, 0].tolist()), "exp_avg": None if o is None else decode_rows(o[:, 0].tolist()),
-            "rows": int(w.shape[0]), "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
-
 
 def task_fresh_retarget_standin(ctx, p):
     """Finding B for the GDP mixer, which the real-model factory does not build yet (Mamba is built

@@ -6,9 +6,11 @@ in_proj's per-shard entry, _backfill_gtp_sharded_param_map). Nothing of the opti
 is built by the harness. The module and the optimizer are saved with dist_checkpointing.save and
 requested again at another layout with dist_checkpointing.load.
 
-Rows carry their provenance as small values: the weight (bf16) row of global row k (the row's index
-in the TP-1 layout) holds k + 1, its exp_avg (the fp32 main param's state) EXP_AVG_BASE + k + 1, pad
-rows 0; bf16 holds every integer up to 256 exactly, so the op limits the rows to that.
+Rows carry their provenance as small values: the save's TP-local row x of TP rank t, of D real rows
+per TP rank, holds t * D + x + 1 in the weight (bf16) and EXP_AVG_BASE + t * D + x + 1 in its exp_avg
+(the fp32 main param's state), pad rows 0 (row_value); saved_row reads a loaded value back. bf16 holds
+every integer up to 256 exactly, so the op limits the rows to that. Which row a loaded row should
+hold is the harness's to say (the gate's resume checks), not this module's.
 
 The CPU patches the optimizer needs are the registry's "float16_optimizer" family (patches/table.py), in force
 for the task (task_table.py) and undone after it; Adam's state initializer is written out (Megatron's is local to
@@ -16,6 +18,7 @@ its optimizer factory).
 """
 
 import contextlib
+import math
 import re
 
 from megatron_adapter.worlds.gdp_tasks import layout_dims
@@ -26,16 +29,20 @@ IN_PROJ_PREFIX = "decoder.layers.0.mixer."
 LINEAR_PREFIX = "decoder.layers.0.mlp.linear_fc1."
 
 
-def global_row(sections, tp_size, t, x):
-    """The TP-1 row of TP-local row x of TP rank t (sections at TP 1, split by TP), None past them."""
-    start_tp, start_global = 0, 0
-    for s in sections:
-        local = s // tp_size
-        if x < start_tp + local:
-            return start_global + t * local + (x - start_tp)
-        start_tp += local
-        start_global += s
-    return None
+def row_value(base, t, x, rows):
+    """What TP-local row x of save TP rank t carries, of `rows` real rows per TP rank: 0 past them."""
+    return 0.0 if x >= rows else float(base + t * rows + x + 1)
+
+
+def saved_row(value, base, tp_size, rows):
+    """[save TP rank, TP-local row] whose row_value `value` is, None for zeros, or the value's text
+    when no saved row carried it."""
+    code = value - base - 1
+    if value == 0:
+        return None
+    if math.isfinite(code) and code == int(code) and 0 <= code < tp_size * rows:
+        return list(divmod(int(code), rows))
+    return repr(value)
 
 
 @contextlib.contextmanager
@@ -110,15 +117,11 @@ def _build(ctx, p):
 
 
 def _provenance(ctx, p, weight, base):
-    """This rank's rows: base + global row + 1 on real rows, 0 on padding."""
+    """This rank's rows, each carrying row_value of the TP-local row it holds (pad rows 0)."""
     torch = ctx.torch
-    rows = weight.shape[0]
-    gtp_param = bool(getattr(weight, "is_gtp_weight_remat", False))
-    values = []
-    for j in range(rows):
-        x = ctx.g * rows + j if gtp_param else j
-        k = global_row(p["sections_tp1"], ctx.tp_size, ctx.t, x)
-        values.append(0.0 if k is None else float(base + k + 1))
+    rows, real = weight.shape[0], sum(p["sections"])
+    first = ctx.g * rows if getattr(weight, "is_gtp_weight_remat", False) else 0
+    values = [row_value(base, ctx.t, first + j, real) for j in range(rows)]
     return torch.tensor(values, dtype=torch.float32).unsqueeze(1).expand(rows, int(p["cols"]))
 
 
@@ -177,14 +180,16 @@ def task_opt_save(ctx, p):
 
 
 def task_opt_load(ctx, p):
-    """What this rank's load asked for and got: the exp_avg keys requested, and Megatron's refusal or
-    the first column of the loaded weight and exp_avg rows."""
+    """What this rank's load asked for and got: the exp_avg keys requested, its coordinates (the
+    TP-local row of its row 0: g * R on a GTP shard of R rows), and Megatron's refusal or the first
+    column of the loaded weight and exp_avg rows."""
     from megatron.core import dist_checkpointing
     with _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
         key, weight, optimizer, sharded = _build(ctx, p)
         tree = _trees(ctx, sharded, optimizer, loading=True)
-        out = {"requested_keys": _exp_avg_keys(tree), "rows": int(weight.shape[0]),
-               "gtp_param": bool(getattr(weight, "is_gtp_weight_remat", False))}
+        gtp_shard = bool(getattr(weight, "is_gtp_weight_remat", False))
+        out = {"requested_keys": _exp_avg_keys(tree), "tp": ctx.t, "gtp": ctx.g,
+               "first_row": ctx.g * int(weight.shape[0]) if gtp_shard else 0}
         try:
             loaded = dist_checkpointing.load(tree, p["dir"])
         except (KeyboardInterrupt, SystemExit):

@@ -17,8 +17,6 @@ TASKS = {
     "gdp_merge": Task(gdp_tasks.task_gdp_merge, ()),
     "election": Task(gdp_tasks.task_election, ()),
     "restore_parallel_state": Task(gdp_tasks.task_restore_parallel_state, ()),
-    "rt_save": Task(checkpoint_tasks.task_rt_save, SAVES_ON_CPU),
-    "rt_load": Task(checkpoint_tasks.task_rt_load, SAVES_ON_CPU),
     "opt_save": Task(optimizer_tasks.task_opt_save, SAVES_ON_CPU + ("float16_optimizer",)),
     "opt_load": Task(optimizer_tasks.task_opt_load, SAVES_ON_CPU + ("float16_optimizer",)),
     "fresh_retarget": Task(finding_tasks.task_fresh_retarget, SAVES_ON_CPU),

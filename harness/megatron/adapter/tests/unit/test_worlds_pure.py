@@ -27,7 +27,7 @@ def test_every_task_names_families_of_the_registry():
     for name, task in task_table.TASKS.items():
         assert callable(task.run) and set(task.patches) <= set(FAMILIES), name
     # the tasks that save or load through dist_checkpointing run with its CPU patches
-    for name in ("rt_save", "rt_load", "opt_save", "opt_load", "ordering", "ckpt_save", "load_state"):
+    for name in ("opt_save", "opt_load", "ordering", "ckpt_save", "load_state"):
         assert set(task_table.SAVES_ON_CPU) <= set(task_table.TASKS[name].patches), name
     assert "float16_optimizer" in task_table.TASKS["opt_save"].patches
 
