@@ -9,9 +9,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "codec/json_codec.h"
 #include "codec/json_scenarios.h"
+#include "harness/megatron/adapter_replies.h"
 #include "harness/process/line_subprocess.h"
 #include "seam/implementation.h"
 
@@ -110,6 +112,14 @@ class MegatronImplementation : public Implementation {
       : process_(std::move(process)), options_(std::move(options)) {}
   /// Sends {"op": op, ...fields}; returns the reply's "result" or its error as an Error.
   Result<json::Json> call(const std::string& op, json::Json fields);
+  /// call, then its result read by `decode` (decode_result: what it cannot read is harness_error).
+  template <class Decode>
+  auto ask(const std::string& op, json::Json fields, Decode&& decode)
+      -> decltype(decode(std::declval<const json::Json&>())) {
+    auto result = call(op, std::move(fields));
+    if (!result.ok()) return result.error();
+    return decode_result(op, *result, std::forward<Decode>(decode));
+  }
 
   LineSubprocess process_;
   MegatronOptions options_;
