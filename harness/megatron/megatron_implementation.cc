@@ -49,10 +49,6 @@ std::string default_megatron_python() {
   return std::string(home ? home : "/root") + "/.cache/interop-harness/megatron-venv/bin/python";
 }
 
-bool is_known_candidate(const std::string& name) { return name == "shard-split"; }
-
-std::string candidate_label(const std::string& name) { return "candidate " + name + " design, not Megatron's code"; }
-
 bool is_known_fix(const std::string& name) { return name == "to_state_dict_order"; }
 
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
@@ -78,7 +74,8 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   std::vector<std::string> argv = {options.python, options.adapter};
   if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
   if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
-  if (options.candidate) argv.insert(argv.end(), {"--candidate", *options.candidate});
+  if (options.candidate != Candidate::none)
+    argv.insert(argv.end(), {"--candidate", std::string(to_string(options.candidate))});
   if (options.fix) argv.insert(argv.end(), {"--fix", *options.fix});
   IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
   std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
@@ -102,9 +99,9 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   const json::Json candidate = reply.contains("candidate") ? reply["candidate"] : json::Json(nullptr);
   const bool candidate_applied = candidate.is_object() && candidate.value("applied", false);
   std::string design_note;
-  if (options.candidate)
-    design_note = candidate_applied ? " [" + candidate_label(*options.candidate) + "]"
-                                    : " [--candidate " + *options.candidate + " not applied: " +
+  if (options.candidate != Candidate::none)
+    design_note = candidate_applied ? " [" + candidate_label(options.candidate) + "]"
+                                    : " [--candidate " + std::string(to_string(options.candidate)) + " not applied: " +
                                           (candidate.is_object() ? candidate.value("reason", std::string("?"))
                                                                  : std::string("the adapter did not answer")) +
                                           "]";

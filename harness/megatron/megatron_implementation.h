@@ -14,6 +14,7 @@
 #include "codec/json_codec.h"
 #include "codec/json_scenarios.h"
 #include "harness/megatron/adapter_replies.h"
+#include "harness/megatron/candidates.h"
 #include "harness/process/line_subprocess.h"
 #include "seam/implementation.h"
 
@@ -24,7 +25,7 @@ struct MegatronOptions {
   std::string adapter;                       // default: harness/megatron/adapter/adapter.py in the source tree
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
   std::optional<std::string> mutant;         // an adapter-side mutant (adapter/megatron_adapter/mutants/)
-  std::optional<std::string> candidate;      // a candidate design (adapter/candidates/), e.g. shard-split
+  Candidate candidate = Candidate::none;     // a candidate design (adapter/candidates/), e.g. shard-split
   std::optional<std::string> fix;            // a declared optional fix (the adapter's patch family fix)
   // Start-up is importing torch and Megatron, no verdict: on a 2-core CI runner beside mpirun worlds
   // of importing ranks it has taken over 120 s, so the limit only guards against a hung adapter.
@@ -35,9 +36,6 @@ struct MegatronOptions {
 /// The venv python that ci/install-megatron.sh creates ($INTEROP_MEGATRON_VENV or ~/.cache/...).
 std::string default_megatron_python();
 
-/// The candidate designs the adapter can apply, and how every report names a run with one.
-bool is_known_candidate(const std::string& name);
-std::string candidate_label(const std::string& name);  // "candidate shard-split design, not Megatron's code"
 /// The declared optional fixes of Megatron's code (never on by default).
 bool is_known_fix(const std::string& name);
 

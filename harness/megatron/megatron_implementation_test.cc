@@ -87,7 +87,7 @@ nlohmann::json request(const std::string& line) { return nlohmann::json::parse(l
 TEST(MegatronClientHandshake, AsksForProtocolOneAndPassesTheTargetOptions) {
   FakeAdapter fake;
   fake.options.mutant = "maps_accept_mixed";
-  fake.options.candidate = "shard-split";
+  fake.options.candidate = Candidate::shard_split;
   fake.options.fix = "to_state_dict_order";
   ASSERT_NE(fake.started(), nullptr);
   const auto logged = fake.logged();
