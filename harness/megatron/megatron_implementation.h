@@ -108,6 +108,8 @@ class MegatronImplementation : public Implementation {
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)
       : process_(std::move(process)), options_(std::move(options)) {}
+  /// What the hello says: the ops served (and why not), the candidate's answer, the Megatron's identity and name.
+  Status read_hello(const json::Json& hello);
   /// Sends {"op": op, ...fields}; returns the reply's "result" or its error as an Error.
   Result<json::Json> call(const std::string& op, json::Json fields);
   /// call, then its result read by `decode` (decode_result: what it cannot read is harness_error).

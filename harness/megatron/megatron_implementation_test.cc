@@ -150,7 +150,11 @@ TEST(MegatronClientHandshake, AnAdapterThatDiesStartingIsAHarnessErrorWithItsStd
 }
 
 TEST(MegatronClientHandshake, AHelloThatBreaksTheProtocolIsAHarnessError) {
-  for (const std::string hello : {"Traceback (most recent call last):", "[1, 2]", R"({"ok": "yes"})"}) {
+  for (const std::string hello :
+       {"Traceback (most recent call last):", "[1, 2]", R"({"ok": "yes"})",
+        R"({"ok": true, "protocol": 1, "supports": [1]})",  // an ok hello whose fields are of another type
+        R"({"ok": true, "protocol": 1, "supports": "pattern_maps"})",
+        R"({"ok": true, "protocol": 1, "supports": [], "megatron_version": 19})"}) {
     FakeAdapter fake;
     fake.hello = hello;
     const auto started = fake.start();
