@@ -232,10 +232,7 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   } else {
     auto listed = list_megatron_mutants(spec);
     if (!listed.ok()) return report_error(listed.error());
-    for (const auto& m : listed->value("mutants", json::Json::array())) {
-      const json::Json bug_class = m.value("spec_bug_class", json::Json("-"));
-      add(m.value("name", std::string()), bug_class, json::dump(bug_class), m.value("description", std::string()));
-    }
+    for (const MegatronMutant& m : *listed) add(m.name, m.bug_class, json::dump(m.bug_class), m.description);
   }
   if (as_json) std::cout << json::dump(listed_json) << "\n";
   return kExitOk;
@@ -357,8 +354,8 @@ namespace {
 /// One mutant of a campaign.
 struct Planted {
   std::string name, description;
-  std::string not_applicable;  // why this target lacks what the mutant patches (empty: applicable)
-  bool real_tier = false;      // model or training code: its gate runs the real round trips too
+  std::string not_applicable;            // why this target lacks what the mutant patches (empty: applicable)
+  MutantTier tier = MutantTier::checks;  // real: model or training code, its gate runs the real round trips too
 };
 
 /// The target's planted mutants: the C++ catalogue, or the adapter's list (with a candidate only the
@@ -367,16 +364,14 @@ struct Planted {
 Result<std::vector<Planted>> planted_mutants(const TargetSpec& spec) {
   std::vector<Planted> mutants;
   if (spec.target == TargetKind::reference) {
-    for (const MutantInfo& m : mutant_catalogue()) mutants.push_back({m.name, m.bug_class + " " + m.description, ""});
+    for (const MutantInfo& m : mutant_catalogue())
+      mutants.push_back({m.name, m.bug_class + " " + m.description, "", MutantTier::checks});
     return mutants;
   }
   IH_TRY_ASSIGN(listed, list_megatron_mutants(spec));
-  for (const auto& m : listed.value("mutants", json::Json::array())) {
-    const std::string name = m.value("name", std::string());
-    if (spec.candidate && name.rfind("candidate_", 0) != 0) continue;
-    mutants.push_back({name, m.value("description", std::string()),
-                       m.value("applicable", true) ? "" : m.value("not_applicable", std::string("not applicable")),
-                       m.value("tier", std::string()) == "real"});
+  for (const MegatronMutant& m : listed) {
+    if (spec.candidate != Candidate::none && m.of != MutantOf::candidate) continue;
+    mutants.push_back({m.name, m.description, m.not_applicable, m.tier});
   }
   return mutants;
 }
@@ -388,21 +383,22 @@ struct Campaign {
   const TargetOptions& options;
   std::vector<gate::Check> checks;  // without the real round trips
   std::ostream& progress;
-  /// The checks of `spec` (with the real round trips, progress into `rounds`, when `real_tier`).
-  Result<std::vector<gate::Check>> checks_for(const TargetSpec& target, bool real_tier, std::ostream& rounds) const {
-    if (!real_tier) return checks;
+  /// The checks of `spec` (with the real round trips, progress into `rounds`, for the real tier).
+  Result<std::vector<gate::Check>> checks_for(const TargetSpec& target, MutantTier tier, std::ostream& rounds) const {
+    if (tier != MutantTier::real) return checks;
     return all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(target, rounds));
   }
 };
 
 /// The checks that pass on the clean target: a check that already fails there kills nothing. Its progress
 /// is shown: against Megatron the clean run is a whole gate (minutes), the longest step.
-Result<std::set<std::string>> passing_on_clean(const Campaign& campaign, bool any_real_tier) {
+Result<std::set<std::string>> passing_on_clean(const Campaign& campaign, MutantTier widest) {
   std::ostringstream quiet_rounds;
-  IH_TRY_ASSIGN(checks, campaign.checks_for(campaign.spec, any_real_tier, quiet_rounds));
+  IH_TRY_ASSIGN(checks, campaign.checks_for(campaign.spec, widest, quiet_rounds));
   IH_TRY_ASSIGN(clean, make_target(campaign.spec));
   campaign.progress << "INFO: the clean target " << describe_target(*clean, campaign.spec) << " first"
-                    << (any_real_tier ? " (with the real round trips, for the real-tier mutants)" : "") << "\n";
+                    << (widest == MutantTier::real ? " (with the real round trips, for the real-tier mutants)" : "")
+                    << "\n";
   std::set<std::string> passing;
   const ReproToken base = base_token(campaign.spec, campaign.budget, campaign.options);
   for (const auto& r : gate::run_checks(*clean, checks, base, gate::KnownFindings{}, campaign.progress))
@@ -429,7 +425,7 @@ Result<MutantVerdict> run_mutant(const Campaign& campaign, const Planted& mutant
   ReproToken base = base_token(mutated, campaign.budget, campaign.options);
   add_target_identity(base, *target);
   std::ostringstream quiet;
-  IH_TRY_ASSIGN(checks, campaign.checks_for(mutated, mutant.real_tier, quiet));
+  IH_TRY_ASSIGN(checks, campaign.checks_for(mutated, mutant.tier, quiet));
   MutantVerdict verdict;
   for (const auto& r : gate::run_checks(*target, checks, base, gate::KnownFindings{}, quiet)) {
     verdict.without_verdict += r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
@@ -471,9 +467,11 @@ int mutants_command(const std::vector<std::string>& argv) {
   const Campaign campaign{*spec, budget, *args, *checks, args->json ? std::cerr : std::cout};
   // The real round trips cost minutes per run: only real-tier mutants (and the clean run they are judged
   // against) run them; every other mutant's verdict rests on the other checks.
-  const bool any_real_tier =
-      std::any_of(mutants->begin(), mutants->end(), [](const Planted& m) { return m.real_tier; });
-  auto passing = passing_on_clean(campaign, any_real_tier);
+  const MutantTier widest =
+      std::any_of(mutants->begin(), mutants->end(), [](const Planted& m) { return m.tier == MutantTier::real; })
+          ? MutantTier::real
+          : MutantTier::checks;
+  auto passing = passing_on_clean(campaign, widest);
   if (!passing.ok()) return report_error(passing.error());  // bad checks (exit 2) or a target that cannot start
   json::Json report{{"mutants", json::Json::array()}};
   int killed = 0, total = 0, not_applicable = 0;

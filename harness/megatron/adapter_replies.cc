@@ -19,14 +19,14 @@ bool among(std::string_view kind, const auto& kinds) {
   return false;
 }
 
+}  // namespace
+
 Error protocol_error(const std::string& what, std::string_view line) {
   constexpr std::size_t kShown = 300;
   return make_error(seam_kind::harness_error, "adapter protocol: " + what + " in reply '" +
                                                   std::string(line.substr(0, kShown)) +
                                                   (line.size() > kShown ? "...'" : "'"));
 }
-
-}  // namespace
 
 Result<json::Json> adapter_reply(std::string_view line) {
   auto reply = json::parse(line);

@@ -2,6 +2,7 @@
 // parameter's own entry with its writer election, each answered in the layout's gloo world.
 #include <utility>
 
+#include "harness/megatron/adapter_replies.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/megatron/megatron_wire.h"
 
@@ -12,48 +13,59 @@ Result<TensorValue> data_from_json(const json::Json& value) {
   IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", value}}));
   const auto* lnp = std::get_if<LocalNonpersistent>(&leaf);
   const auto* t = lnp ? std::get_if<TensorValue>(&lnp->payload) : nullptr;
-  if (!t) return make_error(seam_kind::harness_error, "adapter protocol: not tensor data: " + json::dump(value));
+  if (!t) return protocol_error("not tensor data", json::dump(value));
   return *t;
+}
+
+Result<ShardedTensor> sharded_tensor_from_json(const json::Json& entry) {
+  IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
+  if (!std::holds_alternative<ShardedTensor>(leaf))
+    return protocol_error("the parameter entry is not a tensor", json::dump(entry));
+  return std::get<ShardedTensor>(std::move(leaf));
 }
 
 }  // namespace
 
 Result<GtpPadding> MegatronImplementation::gtp_padding(std::int64_t rows, std::int64_t gtp_size,
                                                        std::int64_t pad_alignment) {
-  IH_TRY_ASSIGN(result,
-                call("gtp_padding", {{"rows", rows}, {"gtp_size", gtp_size}, {"pad_for_alignment", pad_alignment}}));
-  GtpPadding out;
-  out.rows = rows, out.gtp_size = gtp_size, out.pad_alignment = pad_alignment;
-  out.align_block = pad_alignment * gtp_size;
-  out.shard_rows = result.value("shard_rows", std::int64_t{-1});
-  out.pad = result.value("pad_length", std::int64_t{-1});
-  out.padded_rows = rows + out.pad;
-  return out;
+  return ask("gtp_padding", {{"rows", rows}, {"gtp_size", gtp_size}, {"pad_for_alignment", pad_alignment}},
+             [&](const json::Json& result) {
+               GtpPadding out;
+               out.rows = rows, out.gtp_size = gtp_size, out.pad_alignment = pad_alignment;
+               out.align_block = pad_alignment * gtp_size;
+               out.shard_rows = result.at("shard_rows").get<std::int64_t>();
+               out.pad = result.at("pad_length").get<std::int64_t>();
+               out.padded_rows = rows + out.pad;
+               return Result<GtpPadding>(out);
+             });
 }
 
 Result<StateNode> MegatronImplementation::gtp_pieces(GtpSaveDesign design, const GtpFactoryParams& p) {
   last_gtp_build_ = std::make_pair(design, p);  // what a factory asked for, read by load_state
-  IH_TRY_ASSIGN(result, call("gtp_pieces", gtp_request(p, design)));
-  StateList pieces;
-  for (json::Json piece : result.value("pieces", json::Json::array())) {
-    if (piece.value("kind", "") == "tensor" && !piece.contains("data") && p.shard) {
-      // The adapter gives a piece's data only where it views a storage it was told of (the shard,
-      // the gathered buffer): any other piece is a copy. Describe it as a fresh buffer so the
-      // properties judge it (gtp_pieces_are_views fails), as for the parameter entry.
-      const Shape local = piece.value("local_shape", Shape{});
-      piece["data"] = data_json(TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), local, p.dtype));
+  return ask("gtp_pieces", gtp_request(p, design), [&](const json::Json& result) -> Result<StateNode> {
+    StateList pieces;
+    for (json::Json piece : result.at("pieces")) {
+      if (piece.at("kind") == "tensor" && !piece.contains("data") && p.shard) {
+        // The adapter gives a piece's data only where it views a storage it was told of (the shard,
+        // the gathered buffer): any other piece is a copy. Describe it as a fresh buffer so the
+        // properties judge it (gtp_pieces_are_views fails), as for the parameter entry.
+        const Shape local = piece.at("local_shape").get<Shape>();
+        piece["data"] =
+            data_json(TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), local, p.dtype));
+      }
+      IH_TRY_ASSIGN(leaf, json::leaf_from_json(piece));
+      // Pieces always carry their data (the properties judge views and pad rows on it); an
+      // adapter answer without it is a protocol error, never an empty optional downstream.
+      if (const auto* t = std::get_if<ShardedTensor>(&leaf); t && !t->data)
+        return protocol_error("a piece without its data (" + t->key + ")", json::dump(piece));
+      if (const auto* l = std::get_if<LocalNonpersistent>(&leaf);
+          l && std::holds_alternative<std::monostate>(l->payload))
+        return protocol_error("a LocalNonpersistentObject without its payload", json::dump(piece));
+      pieces.push_back(StateNode(std::move(leaf)));
     }
-    IH_TRY_ASSIGN(leaf, json::leaf_from_json(piece));
-    // Pieces always carry their data (the properties judge views and pad rows on it); an
-    // adapter answer without it is a protocol error, never an empty optional downstream.
-    if (const auto* t = std::get_if<ShardedTensor>(&leaf); t && !t->data)
-      return protocol_error("a piece without its data (" + t->key + ")", piece);
-    if (const auto* l = std::get_if<LocalNonpersistent>(&leaf); l && std::holds_alternative<std::monostate>(l->payload))
-      return protocol_error("a LocalNonpersistentObject without its payload", piece);
-    pieces.push_back(StateNode(std::move(leaf)));
-  }
-  if (pieces.size() == 1 && pieces.front().leaf_if<LocalNonpersistent>()) return pieces.front();
-  return StateNode(std::move(pieces));
+    if (pieces.size() == 1 && pieces.front().leaf_if<LocalNonpersistent>()) return pieces.front();
+    return StateNode(std::move(pieces));
+  });
 }
 
 Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, const GtpFactoryParams& p,
@@ -83,8 +95,7 @@ Result<TensorValue> MegatronImplementation::gtp_merge(GtpSaveDesign design, cons
     request["loaded"] = tensors[0];
     request["bare"] = true;
   }
-  IH_TRY_ASSIGN(result, call("gtp_merge", std::move(request)));
-  return data_from_json(result);
+  return ask("gtp_merge", std::move(request), data_from_json);
 }
 
 namespace {
@@ -141,24 +152,19 @@ Result<ShardedTensor> MegatronImplementation::gtp_param_entry(const GtpFactoryPa
                        {"cols", p.cols},   {"pad_for_alignment", p.pad_alignment},
                        {"dtype", p.dtype}, {"election", std::move(election)}};
     if (p.shard && p.shard->blocks.size() == 1) request["shard_storage"] = p.shard->blocks.front().storage;
-    IH_TRY_ASSIGN(result, call("gtp_param_entry", std::move(request)));
-    json::Json entry = result.value("entry", json::Json::object());
-    IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
-    if (!std::holds_alternative<ShardedTensor>(leaf))
-      return protocol_error("the parameter entry is not a tensor", entry);
-    return std::get<ShardedTensor>(std::move(leaf));
+    return ask("gtp_param_entry", std::move(request),
+               [](const json::Json& result) { return sharded_tensor_from_json(result.at("entry")); });
   }
-  IH_TRY_ASSIGN(result, call("gtp_param_entry", gtp_request(p, GtpSaveDesign::gather)));
-  json::Json entry = result.value("entry", json::Json::object());
-  if (!entry.contains("data") && p.shard) {
-    // Megatron's entry does not view the parameter: describe its data as a fresh buffer so the
-    // property reports it (a copy) instead of finding no data.
-    TensorValue copy = TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), p.shard->shape, p.dtype);
-    entry["data"] = data_json(copy);
-  }
-  IH_TRY_ASSIGN(leaf, json::leaf_from_json(entry));
-  if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("the parameter entry is not a tensor", entry);
-  return std::get<ShardedTensor>(std::move(leaf));
+  return ask("gtp_param_entry", gtp_request(p, GtpSaveDesign::gather), [&](const json::Json& result) {
+    json::Json entry = result.at("entry");
+    if (!entry.contains("data") && p.shard) {
+      // Megatron's entry does not view the parameter: describe its data as a fresh buffer so the
+      // property reports it (a copy) instead of finding no data.
+      TensorValue copy = TensorValue::of_storage(gather_storage(p) ^ (std::uint64_t{3} << 60), p.shard->shape, p.dtype);
+      entry["data"] = data_json(copy);
+    }
+    return sharded_tensor_from_json(entry);
+  });
 }
 
 }  // namespace ih

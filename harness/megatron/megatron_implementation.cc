@@ -49,10 +49,6 @@ std::string default_megatron_python() {
   return std::string(home ? home : "/root") + "/.cache/interop-harness/megatron-venv/bin/python";
 }
 
-bool is_known_candidate(const std::string& name) { return name == "shard-split"; }
-
-std::string candidate_label(const std::string& name) { return "candidate " + name + " design, not Megatron's code"; }
-
 bool is_known_fix(const std::string& name) { return name == "to_state_dict_order"; }
 
 Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(MegatronOptions options) {
@@ -78,7 +74,8 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   std::vector<std::string> argv = {options.python, options.adapter};
   if (options.megatron_path) argv.insert(argv.end(), {"--megatron-path", *options.megatron_path});
   if (options.mutant) argv.insert(argv.end(), {"--mutant", *options.mutant});
-  if (options.candidate) argv.insert(argv.end(), {"--candidate", *options.candidate});
+  if (options.candidate != Candidate::none)
+    argv.insert(argv.end(), {"--candidate", std::string(to_string(options.candidate))});
   if (options.fix) argv.insert(argv.end(), {"--fix", *options.fix});
   IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
   std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
@@ -93,39 +90,43 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
                       "run `bash ci/install-megatron.sh`): " +
                           error.message + "\nadapter stderr:\n" + out->process_.stderr_tail());
   }
-  for (const auto& op : reply.value("supports", json::Json::array())) out->supported_ops_.insert(op.get<std::string>());
-  if (reply.contains("unsupported") && reply["unsupported"].is_object())
-    for (const auto& [op, why] : reply["unsupported"].items())
-      if (why.is_string()) out->unsupported_reasons_[op] = why.get<std::string>();
+  IH_TRY_STATUS(decode_result("hello", reply, [&](const json::Json& hello) { return out->read_hello(hello); }));
+  return out;
+}
+
+Status MegatronImplementation::read_hello(const json::Json& hello) {
+  for (const std::string& op : hello.at("supports").get<std::vector<std::string>>()) supported_ops_.insert(op);
+  if (hello.contains("unsupported") && hello["unsupported"].is_object())
+    for (const auto& [op, why] : hello["unsupported"].items())
+      if (why.is_string()) unsupported_reasons_[op] = why.get<std::string>();
   // A candidate the adapter did not apply (the checkout has its own factory) is not in the name: the
   // checkout's design is what runs.
-  const json::Json candidate = reply.contains("candidate") ? reply["candidate"] : json::Json(nullptr);
+  const json::Json candidate = hello.contains("candidate") ? hello["candidate"] : json::Json(nullptr);
   const bool candidate_applied = candidate.is_object() && candidate.value("applied", false);
   std::string design_note;
-  if (options.candidate)
-    design_note = candidate_applied ? " [" + candidate_label(*options.candidate) + "]"
-                                    : " [--candidate " + *options.candidate + " not applied: " +
+  if (options_.candidate != Candidate::none)
+    design_note = candidate_applied ? " [" + candidate_label(options_.candidate) + "]"
+                                    : " [--candidate " + std::string(to_string(options_.candidate)) + " not applied: " +
                                           (candidate.is_object() ? candidate.value("reason", std::string("?"))
                                                                  : std::string("the adapter did not answer")) +
                                           "]";
-  if (options.fix) design_note += " [fix " + *options.fix + ", not in Megatron's code]";
-  const std::string version = reply.value("megatron_version", std::string("?"));
-  const std::string path = reply.value("megatron_path", std::string("?"));
-  const json::Json revision = reply.contains("megatron_revision") ? reply["megatron_revision"] : json::Json(nullptr);
-  out->identity_ = json::Json{{"path", path},
-                              {"version", version},
-                              {"revision", revision},
-                              {"torch_version", reply.value("torch_version", std::string("?"))},
-                              {"source", options.megatron_path ? "checkout" : "installed package"}};
-  out->target_ =
-      "megatron-core " + version + " at " + path +
-      (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
-      (options.megatron_path ? "" : " [installed package]") + design_note;
-  out->name_ = "megatron-core " + version +
-               (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) + " (torch " +
-               reply.value("torch_version", std::string("?")) + ")" +
-               (options.mutant ? " mutant:" + *options.mutant : "") + design_note;
-  return out;
+  if (options_.fix) design_note += " [fix " + *options_.fix + ", not in Megatron's code]";
+  const std::string version = hello.value("megatron_version", std::string("?"));
+  const std::string path = hello.value("megatron_path", std::string("?"));
+  const json::Json revision = hello.contains("megatron_revision") ? hello["megatron_revision"] : json::Json(nullptr);
+  identity_ = json::Json{{"path", path},
+                         {"version", version},
+                         {"revision", revision},
+                         {"torch_version", hello.value("torch_version", std::string("?"))},
+                         {"source", options_.megatron_path ? "checkout" : "installed package"}};
+  target_ = "megatron-core " + version + " at " + path +
+            (revision.is_string() ? " (revision " + revision.get<std::string>() + ")" : std::string(" (no revision)")) +
+            (options_.megatron_path ? "" : " [installed package]") + design_note;
+  name_ = "megatron-core " + version +
+          (revision.is_string() ? " @" + revision.get<std::string>().substr(0, 10) : std::string()) + " (torch " +
+          hello.value("torch_version", std::string("?")) + ")" +
+          (options_.mutant ? " mutant:" + *options_.mutant : "") + design_note;
+  return Ok{};
 }
 
 bool MegatronImplementation::supports(Operation op) const { return supported_ops_.count(op_name(op)) > 0; }

@@ -9,9 +9,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "codec/json_codec.h"
 #include "codec/json_scenarios.h"
+#include "harness/megatron/adapter_replies.h"
+#include "harness/megatron/candidates.h"
 #include "harness/process/line_subprocess.h"
 #include "seam/implementation.h"
 
@@ -22,7 +25,7 @@ struct MegatronOptions {
   std::string adapter;                       // default: harness/megatron/adapter/adapter.py in the source tree
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout instead of the installed package
   std::optional<std::string> mutant;         // an adapter-side mutant (adapter/megatron_adapter/mutants/)
-  std::optional<std::string> candidate;      // a candidate design (adapter/candidates/), e.g. shard-split
+  Candidate candidate = Candidate::none;     // a candidate design (adapter/candidates/), e.g. shard-split
   std::optional<std::string> fix;            // a declared optional fix (the adapter's patch family fix)
   // Start-up is importing torch and Megatron, no verdict: on a 2-core CI runner beside mpirun worlds
   // of importing ranks it has taken over 120 s, so the limit only guards against a hung adapter.
@@ -33,9 +36,6 @@ struct MegatronOptions {
 /// The venv python that ci/install-megatron.sh creates ($INTEROP_MEGATRON_VENV or ~/.cache/...).
 std::string default_megatron_python();
 
-/// The candidate designs the adapter can apply, and how every report names a run with one.
-bool is_known_candidate(const std::string& name);
-std::string candidate_label(const std::string& name);  // "candidate shard-split design, not Megatron's code"
 /// The declared optional fixes of Megatron's code (never on by default).
 bool is_known_fix(const std::string& name);
 
@@ -108,8 +108,18 @@ class MegatronImplementation : public Implementation {
  private:
   MegatronImplementation(LineSubprocess process, MegatronOptions options)
       : process_(std::move(process)), options_(std::move(options)) {}
+  /// What the hello says: the ops served (and why not), the candidate's answer, the Megatron's identity and name.
+  Status read_hello(const json::Json& hello);
   /// Sends {"op": op, ...fields}; returns the reply's "result" or its error as an Error.
   Result<json::Json> call(const std::string& op, json::Json fields);
+  /// call, then its result read by `decode` (decode_result: what it cannot read is harness_error).
+  template <class Decode>
+  auto ask(const std::string& op, json::Json fields, Decode&& decode)
+      -> decltype(decode(std::declval<const json::Json&>())) {
+    auto result = call(op, std::move(fields));
+    if (!result.ok()) return result.error();
+    return decode_result(op, *result, std::forward<Decode>(decode));
+  }
 
   LineSubprocess process_;
   MegatronOptions options_;

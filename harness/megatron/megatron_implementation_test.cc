@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,7 +87,7 @@ nlohmann::json request(const std::string& line) { return nlohmann::json::parse(l
 TEST(MegatronClientHandshake, AsksForProtocolOneAndPassesTheTargetOptions) {
   FakeAdapter fake;
   fake.options.mutant = "maps_accept_mixed";
-  fake.options.candidate = "shard-split";
+  fake.options.candidate = Candidate::shard_split;
   fake.options.fix = "to_state_dict_order";
   ASSERT_NE(fake.started(), nullptr);
   const auto logged = fake.logged();
@@ -148,7 +150,11 @@ TEST(MegatronClientHandshake, AnAdapterThatDiesStartingIsAHarnessErrorWithItsStd
 }
 
 TEST(MegatronClientHandshake, AHelloThatBreaksTheProtocolIsAHarnessError) {
-  for (const std::string hello : {"Traceback (most recent call last):", "[1, 2]", R"({"ok": "yes"})"}) {
+  for (const std::string hello :
+       {"Traceback (most recent call last):", "[1, 2]", R"({"ok": "yes"})",
+        R"({"ok": true, "protocol": 1, "supports": [1]})",  // an ok hello whose fields are of another type
+        R"({"ok": true, "protocol": 1, "supports": "pattern_maps"})",
+        R"({"ok": true, "protocol": 1, "supports": [], "megatron_version": 19})"}) {
     FakeAdapter fake;
     fake.hello = hello;
     const auto started = fake.start();
@@ -249,6 +255,75 @@ TEST(MegatronClientReplies, AReplyThatBreaksTheProtocolIsAHarnessError) {
     EXPECT_EQ(answer.error().kind, seam_kind::harness_error)
         << "reply '" << reply << "': " << to_string(answer.error().kind) << ": " << answer.error().message;
   }
+}
+
+/// The error a client answer carries, if any (for answers of any type).
+template <class T>
+std::optional<Error> error_of(const Result<T>& answer) {
+  return answer.ok() ? std::nullopt : std::optional<Error>(answer.error());
+}
+
+TEST(MegatronClientReplies, AnOkReplyMissingAFieldOrOfAnotherTypeIsAHarnessErrorNamingTheOp) {
+  using Ask = std::function<std::optional<Error>(MegatronImplementation&)>;
+  const Ask parse = [](MegatronImplementation& c) { return error_of(c.parse_pattern("M*-")); };
+  const Ask segment = [](MegatronImplementation& c) { return error_of(c.select_segment("M*-", {})); };
+  const Ask maps = [](MegatronImplementation& c) { return error_of(c.layer_maps("M*-")); };
+  const Ask problems = [](MegatronImplementation& c) { return error_of(c.integrity(GlobalMetadata{}, std::nullopt)); };
+  const Ask validation = [](MegatronImplementation& c) { return error_of(c.megatron_validation(GlobalMetadata{})); };
+  const Ask padding = [](MegatronImplementation& c) { return error_of(c.gtp_padding(10, 2, 1)); };
+  const Ask key = [](MegatronImplementation& c) { return error_of(c.fsdp_key("M*-", "decoder.x", std::nullopt)); };
+  const std::vector<std::pair<std::string, Ask>> cases = {
+      {R"({"mtp": null, "depth": 0})", parse},                   // no main pattern: not "no main"
+      {R"({"main": 7, "mtp": null, "depth": 0})", parse},        // a number for a string
+      {R"({"main": "M*-", "mtp": null, "depth": "1"})", parse},  // a string for a number
+      {R"({"offset": 0})", segment},                             // no layers: not an empty stage
+      {R"({"layers": "M*", "offset": null})", segment},          // no offset number
+      {R"({"ok": true, "num_gpt_layers": "2"})", maps},          // the codec's bad_json, retyped
+      {R"({"ok": true})", problems},                             // no problems list: not "no problems"
+      {R"({"problems": [{"kind": "missing_key"}]})", problems},  // a problem without its key
+      {R"({"problems": {"kind": "missing_key"}})", problems},    // an object for a list
+      {R"({"details": [{"kind": "assertion", "key": 1, "message": "m"}]})", validation},
+      {R"({"dcp_plan_errors": [1]})", validation},  // and no details
+      {R"({"shard_rows": 5})", padding},            // no pad length: not -1
+      {R"({"shard_rows": 5, "pad_length": [0]})", padding},
+      {R"({"key": 3})", key}};
+  FakeAdapter fake;
+  for (const auto& [result, ask] : cases) fake.replies.push_back(R"({"ok": true, "result": )" + result + "}");
+  const auto client = fake.started();
+  ASSERT_NE(client, nullptr);
+  for (const auto& [result, ask] : cases) {
+    std::optional<Error> error;
+    try {
+      error = ask(*client);
+    } catch (const std::exception& e) {  // what the client must never let escape
+      ADD_FAILURE() << "an ok result " << result << " threw " << e.what();
+      continue;
+    }
+    if (!error) {
+      ADD_FAILURE() << "an ok result " << result << " was read as an answer";
+      continue;
+    }
+    EXPECT_EQ(error->kind, seam_kind::harness_error) << result << ": " << to_string(error->kind);
+    EXPECT_TRUE(contains(error->message, "adapter protocol")) << error->message;
+  }
+}
+
+TEST(MegatronClientReplies, AWellFormedOkReplyIsReadFieldByField) {
+  FakeAdapter fake;
+  fake.replies = {R"({"ok": true, "result": {"main": "M*-", "mtp": "*-", "depth": 2}})",
+                  R"({"ok": true, "result": {"shard_rows": 5, "pad_length": 0}})"};
+  const auto client = fake.started();
+  ASSERT_NE(client, nullptr);
+  const auto parsed = client->parse_pattern("M*-/*-/*-");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->main, "M*-");
+  EXPECT_EQ(parsed->mtp, "*-");
+  EXPECT_EQ(parsed->mtp_depth, 2);
+  const auto padding = client->gtp_padding(10, 2, 1);
+  ASSERT_TRUE(padding.ok()) << padding.error().message;
+  EXPECT_EQ(padding->shard_rows, 5);
+  EXPECT_EQ(padding->pad, 0);
+  EXPECT_EQ(padding->padded_rows, 10);
 }
 
 TEST(MegatronClientReplies, AReplyThatNeverComesIsATimeoutAndTheAdapterIsEnded) {

@@ -44,16 +44,17 @@ Result<StateNode> node_from_json(const json::Json& node, const std::string& dtyp
   const std::string kind = node[0].get<std::string>();
   if (kind == "dict") {
     StateDict out;
-    for (const json::Json& item : node[1]) {
-      IH_TRY_ASSIGN(child, node_from_json(item[1], dtype_hint));
-      DictKey key = item[0].is_string() ? DictKey(item[0].get<std::string>()) : DictKey(item[0].get<std::int64_t>());
+    for (const json::Json& item : node.at(1)) {
+      IH_TRY_ASSIGN(child, node_from_json(item.at(1), dtype_hint));
+      DictKey key =
+          item.at(0).is_string() ? DictKey(item.at(0).get<std::string>()) : DictKey(item.at(0).get<std::int64_t>());
       out.push_back({std::move(key), std::move(child)});
     }
     return StateNode(std::move(out));
   }
   if (kind == "list") {
     StateList out;
-    for (const json::Json& item : node[1]) {
+    for (const json::Json& item : node.at(1)) {
       IH_TRY_ASSIGN(child, node_from_json(item, dtype_hint));
       out.push_back(std::move(child));
     }
@@ -61,37 +62,38 @@ Result<StateNode> node_from_json(const json::Json& node, const std::string& dtyp
   }
   if (kind == "tensor") return StateNode(Leaf(TensorValue{}));  // filled by the caller (needs the request's dtype)
   if (kind == "local") {
-    IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", node[1]}}));
+    IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "local"}, {"value", node.at(1)}}));
     const auto& payload = std::get<LocalNonpersistent>(leaf).payload;
     if (const auto* t = std::get_if<TensorValue>(&payload)) return StateNode(Leaf(*t));
     if (const auto* o = std::get_if<ObjectRef>(&payload)) return StateNode(Leaf(*o));
     return StateNode(Leaf(LocalNonpersistent{}));
   }
-  if (kind == "object" && node[1].is_number_integer()) return StateNode(Leaf(ObjectRef{node[1].get<std::uint64_t>()}));
-  IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "plain"}, {"value", node[1]}}));
+  if (kind == "object" && node.at(1).is_number_integer())
+    return StateNode(Leaf(ObjectRef{node.at(1).get<std::uint64_t>()}));
+  IH_TRY_ASSIGN(leaf, json::leaf_from_json(json::Json{{"kind", "plain"}, {"value", node.at(1)}}));
   return StateNode(std::move(leaf));
 }
 
 /// Fills the tensors of `out` (decoded from `node`) with their row blocks, the dtype from the request.
 void fill_tensors(StateNode& out, const json::Json& node, const StateNode* request) {
-  const std::string kind = node[0].get<std::string>();
+  const std::string kind = node.at(0).get<std::string>();
   if (kind == "dict" && out.is_dict()) {
     for (std::size_t i = 0; i < out.dict().size(); ++i)
-      fill_tensors(out.dict()[i].value, node[1][i][1],
+      fill_tensors(out.dict()[i].value, node.at(1).at(i).at(1),
                    request && request->is_dict() ? request->find(out.dict()[i].key) : nullptr);
   } else if (kind == "list" && out.is_list()) {
     for (std::size_t i = 0; i < out.list().size(); ++i)
-      fill_tensors(out.list()[i], node[1][i],
+      fill_tensors(out.list()[i], node.at(1).at(i),
                    request && request->is_list() && i < request->list().size() ? &request->list()[i] : nullptr);
   } else if (kind == "tensor") {
     TensorValue t;
-    t.shape = node[1].get<Shape>();
+    t.shape = node.at(1).get<Shape>();
     // A tensor keeps its request entry's dtype; a factory's merge result its parameter's (the factory data's).
     const auto* st = request ? request->leaf_if<ShardedTensor>() : nullptr;
     const auto* factory = request ? request->leaf_if<ShardedTensorFactory>() : nullptr;
     t.dtype = st ? st->dtype : factory && factory->data ? factory->data->dtype : "float32";
-    for (const json::Json& b : node[2])
-      t.blocks.push_back({b[0].get<std::uint64_t>(), b[1].get<std::int64_t>(), b[2].get<std::int64_t>()});
+    for (const json::Json& b : node.at(2))
+      t.blocks.push_back({b.at(0).get<std::uint64_t>(), b.at(1).get<std::int64_t>(), b.at(2).get<std::int64_t>()});
     out = StateNode(Leaf(std::move(t)));
   }
 }
@@ -140,15 +142,18 @@ Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoin
     return json::Json{{"kind", "factory"}, {"key", f.key}, {"gtp", gtp_request(params, design)}};
   };
   IH_TRY_ASSIGN(tree, node_json(request, factory_json));
-  IH_TRY_ASSIGN(result, call("load_state", {{"order", adapter_order},
-                                            {"chunks", std::move(chunks)},
-                                            {"objects", std::move(objects)},
-                                            {"common", std::move(common)},
-                                            {"request", std::move(tree)}}));
-  const json::Json node = result.value("tree", json::Json::array());
-  IH_TRY_ASSIGN(out, node_from_json(node, ""));
-  fill_tensors(out, node, &request);
-  return out;
+  return ask("load_state",
+             {{"order", adapter_order},
+              {"chunks", std::move(chunks)},
+              {"objects", std::move(objects)},
+              {"common", std::move(common)},
+              {"request", std::move(tree)}},
+             [&](const json::Json& result) -> Result<StateNode> {
+               const json::Json& node = result.at("tree");
+               IH_TRY_ASSIGN(out, node_from_json(node, ""));
+               fill_tensors(out, node, &request);
+               return out;
+             });
 }
 
 }  // namespace ih

@@ -2,6 +2,7 @@
 // the non-GTP split factory, Megatron's sharding validation and integrity report, and real model dumps.
 #include <utility>
 
+#include "harness/megatron/adapter_replies.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/megatron/megatron_wire.h"
 
@@ -20,28 +21,33 @@ json::Json keys_or_null(const std::optional<std::vector<std::string>>& keys) {
 }  // namespace
 
 Result<pattern::ParsedPattern> MegatronImplementation::parse_pattern(std::optional<std::string_view> text) {
-  IH_TRY_ASSIGN(result, call("parse_pattern", {{"pattern", nullable(text)}}));
-  pattern::ParsedPattern out;
-  if (!result["main"].is_null()) out.main = result["main"].get<std::string>();
-  if (!result["mtp"].is_null()) out.mtp = result["mtp"].get<std::string>();
-  out.mtp_depth = result.value("depth", 0);
-  return out;
+  return ask("parse_pattern", {{"pattern", nullable(text)}}, [](const json::Json& result) {
+    pattern::ParsedPattern out;
+    if (!result.at("main").is_null()) out.main = result.at("main").get<std::string>();
+    if (!result.at("mtp").is_null()) out.mtp = result.at("mtp").get<std::string>();
+    out.mtp_depth = result.at("depth").get<std::int64_t>();
+    return Result<pattern::ParsedPattern>(std::move(out));
+  });
 }
 
 Result<GptCompatLayerMaps> MegatronImplementation::layer_maps(std::optional<std::string_view> text) {
-  IH_TRY_ASSIGN(result, call("pattern_maps", {{"pattern", nullable(text)}}));
-  return json::layer_maps_from_json(result);
+  return ask("pattern_maps", {{"pattern", nullable(text)}},
+             [](const json::Json& result) { return json::layer_maps_from_json(result); });
 }
 
 Result<pattern::SegmentSelection> MegatronImplementation::select_segment(std::string_view main,
                                                                          const pattern::SegmentRequest& r) {
-  IH_TRY_ASSIGN(result, call("select_segment", {{"pattern", std::string(main)},
-                                                {"pp_rank", r.pp_rank},
-                                                {"pp_size", r.pp_size},
-                                                {"vp_stage", nullable_int(r.vp_stage)},
-                                                {"first", nullable_int(r.first_stage_layers)},
-                                                {"last", nullable_int(r.last_stage_layers)}}));
-  return pattern::SegmentSelection{result.value("layers", std::string()), result.value("offset", std::int64_t{0})};
+  return ask("select_segment",
+             {{"pattern", std::string(main)},
+              {"pp_rank", r.pp_rank},
+              {"pp_size", r.pp_size},
+              {"vp_stage", nullable_int(r.vp_stage)},
+              {"first", nullable_int(r.first_stage_layers)},
+              {"last", nullable_int(r.last_stage_layers)}},
+             [](const json::Json& result) {
+               return Result<pattern::SegmentSelection>(pattern::SegmentSelection{
+                   result.at("layers").get<std::string>(), result.at("offset").get<std::int64_t>()});
+             });
 }
 
 Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view pattern,
@@ -52,8 +58,8 @@ Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view
   for (std::size_t i = 0; i < entries.size() && i < encoded.size(); ++i)
     if (const auto* f = std::get_if<ShardedTensorFactory>(&entries[i].entry); f && f->data)
       encoded[i]["entry"]["data"] = data_json(*f->data);
-  IH_TRY_ASSIGN(result, call("retarget", {{"pattern", std::string(pattern)}, {"entries", encoded}}));
-  IH_TRY_ASSIGN(out, json::entries_from_json(result.value("entries", json::Json())));
+  IH_TRY_ASSIGN(out, ask("retarget", {{"pattern", std::string(pattern)}, {"entries", encoded}},
+                         [](const json::Json& result) { return json::entries_from_json(result.at("entries")); }));
   // A factory that stays a factory keeps its recipe (when it has one) for load_state.
   for (std::size_t i = 0; i < entries.size() && i < out.size() && i < encoded.size(); ++i) {
     const auto* before = std::get_if<ShardedTensorFactory>(&entries[i].entry);
@@ -67,21 +73,24 @@ Result<std::vector<FlatEntry>> MegatronImplementation::retarget(std::string_view
 
 Result<std::optional<std::string>> MegatronImplementation::fsdp_key(
     std::string_view pattern, std::string_view key, const std::optional<std::vector<std::string>>& keys) {
-  IH_TRY_ASSIGN(result, call("fsdp_key", {{"pattern", std::string(pattern)},
-                                          {"key", std::string(key)},
-                                          {"checkpoint_keys", keys_or_null(keys)}}));
-  if (!result.contains("key") || result["key"].is_null()) return std::optional<std::string>();
-  return std::optional<std::string>(result["key"].get<std::string>());
+  return ask(
+      "fsdp_key",
+      {{"pattern", std::string(pattern)}, {"key", std::string(key)}, {"checkpoint_keys", keys_or_null(keys)}},
+      [](const json::Json& result) {
+        const json::Json& key = result.at("key");
+        return Result<std::optional<std::string>>(key.is_null() ? std::nullopt : std::optional(key.get<std::string>()));
+      });
 }
 
 Result<StateNode> MegatronImplementation::fsdp_retarget(std::string_view pattern, const StateNode& tree,
                                                         const std::optional<std::vector<std::string>>& keys,
                                                         std::string_view prefix) {
-  IH_TRY_ASSIGN(result, call("fsdp_retarget", {{"pattern", std::string(pattern)},
-                                               {"tree", json::tree_to_json(tree)},
-                                               {"checkpoint_keys", keys_or_null(keys)},
-                                               {"prefix", std::string(prefix)}}));
-  return json::tree_from_json(result.value("tree", json::Json::object()));
+  return ask("fsdp_retarget",
+             {{"pattern", std::string(pattern)},
+              {"tree", json::tree_to_json(tree)},
+              {"checkpoint_keys", keys_or_null(keys)},
+              {"prefix", std::string(prefix)}},
+             [](const json::Json& result) { return Result<StateNode>(json::tree_from_json(result.at("tree"))); });
 }
 
 Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const ShardedTensor& orig,
@@ -99,16 +108,18 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
                      {"dtype", orig.dtype},
                      {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
   if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];
-  IH_TRY_ASSIGN(result, call("split_chunks", std::move(request)));
-  std::vector<ShardedTensor> out;
-  for (json::Json chunk : result.value("chunks", json::Json::array())) {
-    chunk["kind"] = "tensor";
-    if (orig.dtype != "float32") chunk["dtype"] = orig.dtype;
-    IH_TRY_ASSIGN(leaf, json::leaf_from_json(chunk));
-    if (!std::holds_alternative<ShardedTensor>(leaf)) return protocol_error("a chunk is not a tensor", chunk);
-    out.push_back(std::get<ShardedTensor>(std::move(leaf)));
-  }
-  return out;
+  return ask("split_chunks", std::move(request), [&](const json::Json& result) -> Result<std::vector<ShardedTensor>> {
+    std::vector<ShardedTensor> out;
+    for (json::Json chunk : result.at("chunks")) {
+      chunk["kind"] = "tensor";
+      if (orig.dtype != "float32") chunk["dtype"] = orig.dtype;
+      IH_TRY_ASSIGN(leaf, json::leaf_from_json(chunk));
+      if (!std::holds_alternative<ShardedTensor>(leaf))
+        return protocol_error("a chunk is not a tensor", json::dump(chunk));
+      out.push_back(std::get<ShardedTensor>(std::move(leaf)));
+    }
+    return out;
+  });
 }
 
 Result<MegatronValidation> MegatronImplementation::megatron_validation(const GlobalMetadata& metadata) {
@@ -117,21 +128,23 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
     entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
   for (const RankedObject& o : metadata.objects)
     entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
-  IH_TRY_ASSIGN(result, call("integrity", {{"entries", std::move(entries)}, {"world_size", metadata.world_size}}));
-  MegatronValidation out;
-  // PyTorch DCP's save planning of the same entries (torch's own _validate_global_plan), when this torch has it.
-  if (result.contains("dcp_plan_errors") && result["dcp_plan_errors"].is_array())
-    out.dcp_plan_errors = result["dcp_plan_errors"].get<std::vector<std::string>>();
-  for (const json::Json& detail : result.value("details", json::Json::array())) {
-    const std::string kind = detail.value("kind", std::string());
-    const std::string message = detail.value("key", std::string()) + ": " + detail.value("message", std::string());
-    if (kind == "assertion" || kind == "exception") {
-      if (!out.assertion) out.assertion = message;
-    } else {
-      out.errors.push_back(message);
+  json::Json request{{"entries", std::move(entries)}, {"world_size", metadata.world_size}};
+  return ask("integrity", std::move(request), [](const json::Json& result) {
+    MegatronValidation out;
+    // PyTorch DCP's save planning of the same entries (torch's own _validate_global_plan), when this torch has it.
+    if (result.contains("dcp_plan_errors"))
+      out.dcp_plan_errors = result.at("dcp_plan_errors").get<std::vector<std::string>>();
+    for (const json::Json& detail : result.at("details")) {
+      const std::string kind = detail.at("kind").get<std::string>();
+      const std::string message = detail.at("key").get<std::string>() + ": " + detail.at("message").get<std::string>();
+      if (kind == "assertion" || kind == "exception") {
+        if (!out.assertion) out.assertion = message;
+      } else {
+        out.errors.push_back(message);
+      }
     }
-  }
-  return out;
+    return Result<MegatronValidation>(std::move(out));
+  });
 }
 
 Result<IntegrityReport> MegatronImplementation::integrity(
@@ -143,26 +156,27 @@ Result<IntegrityReport> MegatronImplementation::integrity(
     entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
   json::Json request{{"entries", std::move(entries)}};
   if (reference_keys) request["reference_keys"] = *reference_keys;
-  IH_TRY_ASSIGN(result, call("integrity_report", std::move(request)));
-  IntegrityReport out;
-  for (const json::Json& p : result.value("problems", json::Json::array())) {
-    const std::string kind = p.value("kind", std::string());
-    std::optional<ProblemKind> parsed;
-    for (int k = 0; k <= static_cast<int>(ProblemKind::missing_object); ++k)
-      if (to_string(static_cast<ProblemKind>(k)) == kind) parsed = static_cast<ProblemKind>(k);
-    if (!parsed) return protocol_error("unknown problem kind '" + kind + "'", p);
-    IntegrityProblem problem{
-        *parsed, p.value("key", std::string()), std::nullopt, {}, p.value("message", std::string())};
-    for (const json::Json& r : p.value("ranks", json::Json::array())) problem.ranks.push_back(r.get<std::int64_t>());
-    out.problems.push_back(std::move(problem));
-  }
-  return out;
+  return ask("integrity_report", std::move(request), [](const json::Json& result) -> Result<IntegrityReport> {
+    IntegrityReport out;
+    for (const json::Json& p : result.at("problems")) {
+      const std::string kind = p.at("kind").get<std::string>();
+      std::optional<ProblemKind> parsed;
+      for (int k = 0; k <= static_cast<int>(ProblemKind::missing_object); ++k)
+        if (to_string(static_cast<ProblemKind>(k)) == kind) parsed = static_cast<ProblemKind>(k);
+      if (!parsed) return protocol_error("unknown problem kind '" + kind + "'", json::dump(p));
+      IntegrityProblem problem{
+          *parsed, p.at("key").get<std::string>(), std::nullopt, {}, p.at("message").get<std::string>()};
+      for (const json::Json& r : p.at("ranks")) problem.ranks.push_back(r.get<std::int64_t>());
+      out.problems.push_back(std::move(problem));
+    }
+    return out;
+  });
 }
 
 Result<std::vector<FlatEntry>> MegatronImplementation::model_state_dict(const ModelDumpSpec& spec, std::int64_t rank) {
   IH_TRY_STATUS(validate_model_dump(spec, rank));
-  IH_TRY_ASSIGN(result, call("model_dump", json::model_dump_spec_to_json(spec, rank)));
-  return json::entries_from_json(result.value("entries", json::Json()));
+  return ask("model_dump", json::model_dump_spec_to_json(spec, rank),
+             [](const json::Json& result) { return json::entries_from_json(result.at("entries")); });
 }
 
 }  // namespace ih

@@ -2,10 +2,6 @@
 
 namespace ih {
 
-Error protocol_error(const std::string& what, const json::Json& reply) {
-  return make_error(seam_kind::harness_error, "adapter protocol: " + what + " in reply " + json::dump(reply));
-}
-
 std::uint64_t gather_storage(const GtpFactoryParams& p) {
   if (p.gather_storage != 0) return p.gather_storage;
   const std::uint64_t base = p.shard && !p.shard->blocks.empty() ? p.shard->blocks.front().storage : 1;

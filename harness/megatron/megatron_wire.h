@@ -1,4 +1,4 @@
-// What the Megatron client's operation files share on the wire: protocol errors, tensor data and the
+// What the Megatron client's operation files share on the wire: tensor data and the
 // gtp_* request as the adapter reads them (docs/adapter-protocol.md), and a retargeted factory's recipe.
 #pragma once
 
@@ -12,9 +12,6 @@
 #include "seam/implementation.h"
 
 namespace ih {
-
-/// A harness_error naming what the adapter's reply lacks, with the reply.
-Error protocol_error(const std::string& what, const json::Json& reply);
 
 /// Tensor data as the codec writes it ({"shape", "dtype", "blocks"}).
 json::Json data_json(const TensorValue& value);

@@ -8,16 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "harness/megatron/candidates.h"
 #include "harness/roundtrip/scenario_table.h"
 
 namespace ih {
-
-/// A candidate design the shard-split scenarios run with (`roundtrip --candidate`): the harness's own candidate
-/// of the pending GTP shard-split save (harness/megatron/adapter/candidates/), where the checkout has none.
-enum class Candidate { none, shard_split };
-/// The one name table of the candidates a command line names (none is no word).
-inline constexpr std::array<std::pair<Candidate, const char*>, 1> kCandidateNames = {
-    {{Candidate::shard_split, "shard-split"}}};
 
 /// What a command asks to run, its words parsed.
 struct ScenarioRequest {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "harness/megatron/adapter_mutants.h"
+#include "harness/megatron/adapter_replies.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "mutants/mutant_implementation.h"
 
@@ -32,15 +33,19 @@ Result<TargetKind> parse_target_kind(std::string_view word) {
 
 Result<TargetSpec> target_of(const ReproToken& token) {
   IH_TRY_ASSIGN(kind, parse_target_kind(token.target()));
-  return TargetSpec{kind, token.option("mutant"), token.option("megatron-path"), token.option("candidate"),
-                    token.option("fix")};
+  Candidate candidate = Candidate::none;
+  if (const auto word = token.option("candidate")) {
+    IH_TRY_ASSIGN(parsed, parse_candidate(*word));
+    candidate = parsed;
+  }
+  return TargetSpec{kind, token.option("mutant"), token.option("megatron-path"), candidate, token.option("fix")};
 }
 
 void add_target_options(ReproToken& token, const TargetSpec& spec) {
   token.options["target"] = std::string(to_string(spec.target));
   if (spec.mutant) token.options["mutant"] = *spec.mutant;
   if (spec.megatron_path) token.options["megatron-path"] = *spec.megatron_path;
-  if (spec.candidate) token.options["candidate"] = *spec.candidate;
+  if (spec.candidate != Candidate::none) token.options["candidate"] = std::string(to_string(spec.candidate));
   if (spec.fix) token.options["fix"] = *spec.fix;
 }
 
@@ -116,16 +121,13 @@ Status check_megatron_mutant(const std::string& mutant, const MegatronOptions& o
 
 Result<TargetSpec> validated(TargetSpec spec) {
   if (spec.target == TargetKind::reference) {
-    if (spec.megatron_path || spec.candidate || spec.fix)
+    if (spec.megatron_path || spec.candidate != Candidate::none || spec.fix)
       return make_error(ErrorKind::invalid_argument,
                         "--megatron-path, --candidate and --fix apply to --target megatron only");
     if (spec.mutant) IH_TRY_STATUS(MutantImplementation::create(*spec.mutant));
     return spec;
   }
   if (spec.mutant) IH_TRY_STATUS(check_megatron_mutant(*spec.mutant, megatron_options(spec)));
-  if (spec.candidate && !is_known_candidate(*spec.candidate))
-    return make_error(ErrorKind::invalid_argument,
-                      "unknown --candidate '" + *spec.candidate + "' (known: shard-split)");
   if (spec.fix && !is_known_fix(*spec.fix))
     return make_error(ErrorKind::invalid_argument, "unknown --fix '" + *spec.fix + "' (known: to_state_dict_order)");
   if (spec.megatron_path) {
@@ -142,7 +144,12 @@ Result<TargetSpec> validated_target(const std::optional<std::string>& target, st
                                     std::optional<std::string> megatron_path, std::optional<std::string> candidate,
                                     std::optional<std::string> fix) {
   IH_TRY_ASSIGN(kind, parse_target_kind(target.value_or(std::string(to_string(TargetKind::reference)))));
-  return validated(TargetSpec{kind, std::move(mutant), std::move(megatron_path), std::move(candidate), std::move(fix)});
+  Candidate design = Candidate::none;
+  if (candidate) {
+    IH_TRY_ASSIGN(parsed, parse_candidate(*candidate));
+    design = parsed;
+  }
+  return validated(TargetSpec{kind, std::move(mutant), std::move(megatron_path), design, std::move(fix)});
 }
 
 MegatronOptions megatron_options(const TargetSpec& spec) {
@@ -166,9 +173,35 @@ std::string describe_target(const Implementation& target, const TargetSpec& spec
   return out;
 }
 
-Result<json::Json> list_megatron_mutants(const TargetSpec& spec) {
+Result<std::vector<MegatronMutant>> megatron_mutants_from_json(const json::Json& listing) {
+  std::vector<MegatronMutant> out;
+  const auto bad = [](const json::Json& row, const std::string& what) {
+    return protocol_error("a mutant row " + what, json::dump(row));
+  };
+  if (!listing.contains("mutants") || !listing["mutants"].is_array()) return bad(listing, "list is missing");
+  for (const json::Json& row : listing["mutants"]) {
+    if (!row.is_object() || !row.contains("name") || !row["name"].is_string()) return bad(row, "without a name");
+    MegatronMutant m{row["name"].get<std::string>(),
+                     row.value("description", std::string()),
+                     row.value("spec_bug_class", json::Json("-")),
+                     "",
+                     MutantTier::checks,
+                     MutantOf::megatron};
+    if (!row.value("applicable", true)) m.not_applicable = row.value("not_applicable", std::string("not applicable"));
+    const std::string tier = row.value("tier", std::string("checks")), of = row.value("of", std::string("megatron"));
+    if (tier != "checks" && tier != "real") return bad(row, "with an unknown tier '" + tier + "'");
+    if (of != "megatron" && of != "candidate") return bad(row, "of an unknown design '" + of + "'");
+    m.tier = tier == "real" ? MutantTier::real : MutantTier::checks;
+    m.of = of == "candidate" ? MutantOf::candidate : MutantOf::megatron;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Result<std::vector<MegatronMutant>> list_megatron_mutants(const TargetSpec& spec) {
   IH_TRY_ASSIGN(megatron, MegatronImplementation::start(megatron_options(spec)));
-  return megatron->list_mutants();
+  IH_TRY_ASSIGN(listing, megatron->list_mutants());
+  return megatron_mutants_from_json(listing);
 }
 
 Result<std::unique_ptr<Implementation>> start_megatron_describer(TargetSpec spec,

@@ -17,6 +17,7 @@
 
 #include "codec/json_codec.h"
 #include "harness/gate/real_roundtrip_runner.h"
+#include "harness/megatron/candidates.h"
 #include "seam/implementation.h"
 #include "seam/repro_token.h"
 
@@ -35,7 +36,7 @@ struct TargetSpec {
   TargetKind target = TargetKind::reference;
   std::optional<std::string> mutant;         // a planted bug (C++ registry for reference, Python for megatron)
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
-  std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
+  Candidate candidate = Candidate::none;     // a candidate design applied to that Megatron (megatron only)
   std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
 };
 
@@ -71,9 +72,25 @@ Result<std::unique_ptr<Implementation>> make_target(const TargetSpec& spec);
 /// One line naming the target: for Megatron its path, version and git revision when known.
 std::string describe_target(const Implementation& target, const TargetSpec& spec);
 
-/// The adapter-side mutants of `spec`'s Megatron, as its adapter lists them: {"mutants": [{"name", "description",
-/// "spec_bug_class", "applicable", "not_applicable", "tier"}, ...]}.
-Result<json::Json> list_megatron_mutants(const TargetSpec& spec);
+/// Which checks reach an adapter mutant: the seam's checks, or the real tier's round trips too (a mutant of model
+/// or training code, which only Megatron's own models reach).
+enum class MutantTier { checks, real };
+/// Whose code an adapter mutant plants its mistake in: Megatron's, or the harness's candidate design.
+enum class MutantOf { megatron, candidate };
+
+/// One adapter-side mutant, its listing read once here (docs/adapter-protocol.md, `mutants`).
+struct MegatronMutant {
+  std::string name, description;
+  json::Json bug_class;        // the spec's bug class (a number), or "-" when the adapter names none
+  std::string not_applicable;  // why this Megatron lacks what the mutant patches (empty: applicable)
+  MutantTier tier = MutantTier::checks;
+  MutantOf of = MutantOf::megatron;
+};
+/// The adapter's "mutants" answer read into rows; a row the harness cannot read (no name, an unknown tier or
+/// "of") is harness_error naming it.
+Result<std::vector<MegatronMutant>> megatron_mutants_from_json(const json::Json& listing);
+/// The adapter-side mutants of `spec`'s Megatron, as its adapter lists them.
+Result<std::vector<MegatronMutant>> list_megatron_mutants(const TargetSpec& spec);
 
 /// An adapter of `spec`'s Megatron (its checkout, candidate and fix) without the mutant, which describes real
 /// models for a round trip's plan (its model_state_dict): a mutant is Megatron's code in a world, never in the

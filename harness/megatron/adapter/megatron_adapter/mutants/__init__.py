@@ -45,7 +45,8 @@ def describe(M=None):
             absent.append("the candidate shard-split design is not applied here (--candidate shard-split; "
                           "never over a checkout's own factory)")
         row = {"name": m.name, "spec_bug_class": m.bug_class, "patches": targets,
-               "description": m.description + " [patches " + ", ".join(targets) + "]", "applicable": not absent}
+               "description": m.description + " [patches " + ", ".join(targets) + "]", "applicable": not absent,
+               "of": "candidate" if is_candidate_mutant(m.name) else "megatron"}
         if m.tier:
             row["tier"] = m.tier
         if absent:

@@ -47,3 +47,10 @@ def test_a_mutants_shared_state_is_made_afresh_each_time_it_is_planted(monkeypat
     assert states[0] is states[1] and module.f()[0] == "f" and module.g()[1] == id(states[0])
     mutants.apply("ih_shared", None)
     assert states[2] is not states[0]
+
+
+def test_each_row_says_whose_code_it_plants_in():
+    rows = {row["name"]: row for row in mutants.describe()}
+    assert {row["of"] for row in rows.values()} == {"megatron", "candidate"}
+    for name, row in rows.items():
+        assert row["of"] == ("candidate" if mutants.is_candidate_mutant(name) else "megatron"), name

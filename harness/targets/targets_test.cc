@@ -1,0 +1,78 @@
+// The target's words read once at the edge: the candidate design (a token's and a command line's) and the
+// adapter's mutant listing (tier and whose code), each a typed value or an error naming what was wrong.
+#include "harness/targets/targets.h"
+
+#include <gtest/gtest.h>
+
+namespace ih {
+namespace {
+
+TEST(TargetCandidate, AWordIsReadIntoTheEnumAndBackAndAnUnknownOneIsRefusedNamingIt) {
+  const auto parsed = parse_candidate("shard-split");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, Candidate::shard_split);
+  EXPECT_EQ(to_string(Candidate::shard_split), "shard-split");
+  EXPECT_EQ(candidate_label(Candidate::shard_split), "candidate shard-split design, not Megatron's code");
+  const auto unknown = parse_candidate("shard_split");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().kind, ErrorKind::invalid_argument);
+  EXPECT_NE(unknown.error().message.find("'shard_split' (known: shard-split)"), std::string::npos)
+      << unknown.error().message;
+}
+
+TEST(TargetCandidate, ATokensCandidateIsParsedAndWrittenBackTheSame) {
+  ReproToken token{"gate/x", {{"target", "megatron"}, {"candidate", "shard-split"}}};
+  const auto spec = target_of(token);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->candidate, Candidate::shard_split);
+  ReproToken written{"gate/x", {}};
+  add_target_options(written, *spec);
+  EXPECT_EQ(written.option("candidate"), "shard-split");
+  ReproToken without{"gate/x", {{"target", "megatron"}}};
+  add_target_options(without, *target_of(without));
+  EXPECT_EQ(without.option("candidate"), std::nullopt);  // none is no word
+  token.options["candidate"] = "other";
+  const auto bad = target_of(token);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::invalid_argument);
+}
+
+TEST(TargetCandidate, TheCommandLinesCandidateIsRefusedWhenUnknownOrOnTheReference) {
+  const auto unknown = validated_target("megatron", std::nullopt, std::nullopt, "gather", std::nullopt);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().kind, ErrorKind::invalid_argument);
+  const auto on_reference = validated_target("reference", std::nullopt, std::nullopt, "shard-split", std::nullopt);
+  ASSERT_FALSE(on_reference.ok());
+  EXPECT_EQ(on_reference.error().kind, ErrorKind::invalid_argument);
+}
+
+TEST(MegatronMutantListing, TierAndDesignAreReadOnceIntoEnums) {
+  const auto listed = megatron_mutants_from_json(json::parse(R"({"mutants": [
+      {"name": "maps_accept_mixed", "spec_bug_class": 3, "description": "d", "applicable": true, "of": "megatron"},
+      {"name": "reverse_gpt_layers", "applicable": true, "tier": "real", "of": "megatron"},
+      {"name": "candidate_piece_copies", "applicable": false, "not_applicable": "no candidate", "of": "candidate"}]})")
+                                                     .value());
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].tier, MutantTier::checks);  // no tier: the seam's checks
+  EXPECT_EQ((*listed)[0].of, MutantOf::megatron);
+  EXPECT_EQ((*listed)[0].bug_class, 3);
+  EXPECT_EQ((*listed)[1].tier, MutantTier::real);
+  EXPECT_EQ((*listed)[1].bug_class, "-");
+  EXPECT_EQ((*listed)[2].of, MutantOf::candidate);
+  EXPECT_EQ((*listed)[2].not_applicable, "no candidate");
+  EXPECT_TRUE((*listed)[0].not_applicable.empty());
+}
+
+TEST(MegatronMutantListing, ARowTheHarnessCannotReadIsAHarnessErrorNamingIt) {
+  for (const char* listing :
+       {R"({"mutants": [{"name": "m", "tier": "gpu"}]})", R"({"mutants": [{"name": "m", "of": "someone"}]})",
+        R"({"mutants": [{"tier": "real"}]})", R"({"mutants": {"name": "m"}})", R"({})"}) {
+    const auto listed = megatron_mutants_from_json(json::parse(listing).value());
+    ASSERT_FALSE(listed.ok()) << listing;
+    EXPECT_EQ(listed.error().kind, seam_kind::harness_error) << listing;
+  }
+}
+
+}  // namespace
+}  // namespace ih
