@@ -37,6 +37,7 @@ struct TargetSpec {
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
   std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
   std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
+  std::optional<std::string> base_megatron_path;  // the BASE Megatron-LM tree of a change; not written into tokens
 };
 
 /// The target options of a token (target, mutant, megatron-path, candidate, fix); a token naming an
@@ -98,5 +99,12 @@ enum class RealRoundTripBatch {
 /// limit (a mutant is Megatron's code in the worlds only).
 gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
                                                 RealRoundTripBatch batch = RealRoundTripBatch::by_direction);
+/// Which trees a cross-version runner saves and loads with: BASE (spec.base_megatron_path) then NEW
+/// (spec.megatron_path), or NEW then BASE.
+enum class CrossVersion { base_to_new, new_to_base };
+/// A runner of the gate's cross-version real round trips (docs/roundtrip.md, "Cross-version round trips"): the
+/// save world imports one tree, the load world the other, both describe every rank's model; no mutant (a mutant is
+/// NEW's code, and either world may be BASE's). Needs both trees (harness_error from each run otherwise).
+gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross);
 
 }  // namespace ih
