@@ -201,7 +201,7 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
     for (gate::Check& check : gate::real_roundtrip_checks(gate_real_scenarios(), gate_real_directions(), real))
       checks.push_back(std::move(check));
   if (differential && cross.base_to_new)
-    for (gate::Check& check : gate::real_roundtrip_cross_checks(gate_real_scenarios(), gate_real_directions(),
+    for (gate::Check& check : gate::real_roundtrip_cross_checks(gate_cross_scenarios(), gate_real_directions(),
                                                                 cross.base_to_new, cross.new_to_base))
       checks.push_back(std::move(check));
   return gate::with_unique_names(std::move(checks));

@@ -97,7 +97,7 @@ struct RealRoundTrips {
     auto it = batches.find(key);
     if (it == batches.end())
       it = batches
-               .emplace(key, run_batch(spec, whole ? gate_real_scenarios() : std::vector{scenario}, a, b, *progress,
+               .emplace(key, run_batch(spec, whole ? (cross ? gate_cross_scenarios() : gate_real_scenarios()) : std::vector{scenario}, a, b, *progress,
                                        cross))
                .first;
     return it->second;
@@ -107,6 +107,8 @@ struct RealRoundTrips {
 }  // namespace
 
 std::vector<std::string> gate_real_scenarios() { return gate_real_scenario_names(); }
+
+std::vector<std::string> gate_cross_scenarios() { return real_world_scenario_names(); }
 
 std::vector<std::pair<std::int64_t, std::int64_t>> gate_real_directions() {
   return {std::begin(kGateDirections), std::end(kGateDirections)};
