@@ -277,6 +277,10 @@ std::string scenario_text(const ScenarioOutcome& s) {
          << " s (build, fill, save), load side " << d.value("scenario_seconds_load", 0.0)
          << " s (build, retarget, load, dump)";
   print_worlds(line, d);
+  if (d.contains("stored_bytes"))
+    line << "\n    stored bytes (read back with DCP's FileSystemReader): " << d["stored_bytes"].value("chunks", 0)
+         << " chunks, " << d["stored_bytes"].value("elements_checked", 0) << " elements against the reference's layout, "
+         << d["stored_bytes"].value("wrong", 0) << " wrong";
   for (const auto& p : s.problems) line << "\n    " << p;
   return line.str();
 }

@@ -34,7 +34,7 @@ def main(argv):
                .replace(V_OFFSET, "rank_offset,\n                axis_frag * 2,\n            )"))
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git", "__pycache__"), symlinks=True)
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git"), symlinks=True)
     (dest / TARGET).write_text(swapped)
     print(f"plant_swiglu_swap: {dest / TARGET}: the SwiGLU halves W and V keyed at each other's offsets")
     return 0
