@@ -109,8 +109,8 @@ const std::vector<Flag<ReproOptions>> kReproFlags = {
 std::string corpus_of(const TargetOptions& options) { return options.corpus.value_or(install::corpus_dir().string()); }
 
 Result<TargetSpec> spec_of(const TargetOptions& options) {
-  IH_TRY_ASSIGN(spec, validated_target(options.target, options.mutant, options.megatron_path, options.candidate,
-                                       options.fix));
+  IH_TRY_ASSIGN(
+      spec, validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix));
   if (options.base_megatron_path && (spec.target != TargetKind::megatron || !spec.megatron_path))
     return make_error(ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW");
   spec.base_megatron_path = options.base_megatron_path;
@@ -185,7 +185,8 @@ struct CrossRunners {
 };
 
 Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,
-                                            const gate::RealRoundTripRunner& real = {}, const CrossRunners& cross = {}) {
+                                            const gate::RealRoundTripRunner& real = {},
+                                            const CrossRunners& cross = {}) {
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(budget.corpus));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));

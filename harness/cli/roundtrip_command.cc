@@ -279,8 +279,8 @@ std::string scenario_text(const ScenarioOutcome& s) {
   print_worlds(line, d);
   if (d.contains("stored_bytes"))
     line << "\n    stored bytes (read back with DCP's FileSystemReader): " << d["stored_bytes"].value("chunks", 0)
-         << " chunks, " << d["stored_bytes"].value("elements_checked", 0) << " elements against the reference's layout, "
-         << d["stored_bytes"].value("wrong", 0) << " wrong";
+         << " chunks, " << d["stored_bytes"].value("elements_checked", 0)
+         << " elements against the reference's layout, " << d["stored_bytes"].value("wrong", 0) << " wrong";
   for (const auto& p : s.problems) line << "\n    " << p;
   return line.str();
 }
@@ -363,8 +363,9 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
         "--real runs Megatron's own models; it does not combine with --candidate or the command-line scenario");
   if ((args.save_megatron_path || args.load_megatron_path) &&
       (!args.save_megatron_path || !args.load_megatron_path || !args.real || args.megatron_path))
-    return bad_input("a cross-version round trip needs --real with both --save-megatron-path and "
-                     "--load-megatron-path (and no --megatron-path)");
+    return bad_input(
+        "a cross-version round trip needs --real with both --save-megatron-path and "
+        "--load-megatron-path (and no --megatron-path)");
   ScenarioSelection selected;
   if (custom) {
     selected.scenarios.push_back(*custom);

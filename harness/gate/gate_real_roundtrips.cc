@@ -35,9 +35,8 @@ Result<Violations> judge(Implementation& target, const RealRoundTripRunner& runn
   // loaded had been verified stands beside that verdict. A failure with no wrong element loaded (the stored bytes,
   // the two trees' descriptions) is its own.
   if (result.wrong_elements == 0 || !result.refused_in.empty())
-    found.push_back(
-        {"roundtrip_failed", result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
-         scenario + first});
+    found.push_back({"roundtrip_failed", result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
+                     scenario + first});
   return found;
 }
 
@@ -65,7 +64,8 @@ std::vector<Check> real_roundtrip_cross_checks(const std::vector<std::string>& s
                                                RealRoundTripRunner base_to_new, RealRoundTripRunner new_to_base) {
   std::vector<Check> out;
   for (const auto& [save_ranks, load_ranks] : directions)
-    for (const auto& [prefix, runner] : {std::pair{"base-to-new_", base_to_new}, std::pair{"new-to-base_", new_to_base}})
+    for (const auto& [prefix, runner] :
+         {std::pair{"base-to-new_", base_to_new}, std::pair{"new-to-base_", new_to_base}})
       for (const std::string& scenario : scenarios)
         out.push_back(Check::typed("real-roundtrip-cross", prefix + direction_name(scenario, save_ranks, load_ranks),
                                    [=, runner = runner](Implementation& target) {

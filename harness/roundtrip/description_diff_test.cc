@@ -18,7 +18,8 @@ ShardedTensor tensor(const std::string& key, Shape local, std::int64_t rank_offs
 FlatEntry swiglu(std::int64_t w, std::int64_t v) {
   json::Json built = json::Json::array();
   for (std::int64_t frag : {w, v})
-    built.push_back({{"path", std::to_string(built.size())}, {"entry", json::leaf_to_json(tensor("fc1", {4, 8}, frag, 4))}});
+    built.push_back(
+        {{"path", std::to_string(built.size())}, {"entry", json::leaf_to_json(tensor("fc1", {4, 8}, frag, 4))}});
   auto leaf = json::leaf_from_json({{"kind", "factory"}, {"key", "fc1"}, {"built", built}});
   EXPECT_TRUE(leaf.ok()) << leaf.error().message;
   return {"decoder.layers.0.mlp.linear_fc1.weight", *leaf};

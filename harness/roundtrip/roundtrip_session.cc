@@ -110,14 +110,20 @@ Result<LayoutDifferences> compare_load_tree(Groups& g, const RealModelEntries& s
              " (the load tree) to describe the same ranks' models");
   auto started = options.start_describer(options.load_megatron_path);
   if (!started.ok())
-    return make_error(seam_kind::harness_error, "the load tree's Megatron adapter did not start: " +
-                                                    started.error().message);
+    return make_error(seam_kind::harness_error,
+                      "the load tree's Megatron adapter did not start: " + started.error().message);
   const std::shared_ptr<Implementation> describer = std::move(*started);
   BuildableRealScenarios split = buildable_real_scenarios(
       std::move(g.real),
       [d = describer.get()](const ModelDumpSpec& spec, std::int64_t rank) { return d->model_state_dict(spec, rank); });
-  for (auto& [name, why] : split.not_run) report.not_run.emplace_back(name, "the load tree: " + why);
-  for (ScenarioOutcome& u : split.undescribed) (u.device = o.device), report.scenarios.push_back(std::move(u));
+  for (auto& [name, why] : split.not_run) {
+    o.progress("NOT RUN " + name + ": the load tree: " + why);
+    report.not_run.emplace_back(name, "the load tree: " + why);
+  }
+  for (ScenarioOutcome& u : split.undescribed) {
+    u.device = o.device;
+    report.scenarios.push_back(std::move(u));
+  }
   LayoutDifferences differences;
   for (WorldScenario& s : split.runnable) {
     std::optional<DescriptionDifference> diff;

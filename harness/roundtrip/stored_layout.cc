@@ -31,7 +31,7 @@ struct Expected {
   Shape shape, index;
 };
 
-Expected expected_at(const std::string& key, const Shape& index, const std::pair<std::int64_t, Shape>& own,
+Expected expected_at(const Shape& index, const std::pair<std::int64_t, Shape>& own,
                      const std::vector<const StoredRemap*>& remaps) {
   for (const StoredRemap* m : remaps) {
     bool inside = m->offset.size() == index.size();
@@ -42,7 +42,6 @@ Expected expected_at(const std::string& key, const Shape& index, const std::pair
     for (std::size_t a = 0; a < index.size(); ++a) source[a] += index[a] - m->offset[a];
     return {m->source_id, m->source_shape, source};
   }
-  (void)key;
   return {own.first, own.second, index};
 }
 
@@ -50,7 +49,8 @@ Expected expected_at(const std::string& key, const Shape& index, const std::pair
 std::string held_text(double value, const StoredLayout& layout, const std::map<std::int64_t, std::string>& names) {
   if (value < 0 || std::floor(value) != value) return "the value " + std::to_string(value) + " (no oracle element)";
   const auto v = static_cast<std::int64_t>(value);
-  const std::int64_t id = v >> layout.encoding.key_shift, linear = v & ((std::int64_t{1} << layout.encoding.key_shift) - 1);
+  const std::int64_t id = v >> layout.encoding.key_shift,
+                     linear = v & ((std::int64_t{1} << layout.encoding.key_shift) - 1);
   const auto name = names.find(id);
   if (name == names.end()) return "the value " + std::to_string(v) + " (no key of the plan)";
   const Shape& shape = layout.keys.at(name->second).second;
@@ -83,9 +83,8 @@ StoredVerdict judge_stored_chunks(const std::vector<ReadBackChunk>& chunks, cons
     for (std::size_t e = 0; e < c.values.size(); ++e) {
       Shape index = unravel(static_cast<std::int64_t>(e), c.sizes);
       for (std::size_t a = 0; a < index.size(); ++a) index[a] += c.offset[a];
-      const Expected want = expected_at(c.key, index, own->second, remaps);
-      const double value =
-          static_cast<double>((want.id << layout.encoding.key_shift) + ravel(want.index, want.shape));
+      const Expected want = expected_at(index, own->second, remaps);
+      const double value = static_cast<double>((want.id << layout.encoding.key_shift) + ravel(want.index, want.shape));
       ++out.elements_checked;
       if (c.values[e] == value) continue;
       ++out.wrong;
@@ -159,9 +158,11 @@ Result<std::vector<ReadBackChunk>> stored_chunks_from_json(const Json& document)
     std::vector<ReadBackChunk> out;
     for (const Json& c : document.at("chunks")) {
       ReadBackChunk chunk{c.at("key").get<std::string>(), c.at("offset").get<Shape>(), c.at("sizes").get<Shape>(),
-                        c.at("values").get<std::vector<double>>()};
-      if (chunk.offset.size() != chunk.sizes.size() || numel(chunk.sizes) != static_cast<std::int64_t>(chunk.values.size()))
-        return make_error(seam_kind::harness_error, "stored chunk of " + chunk.key + ": its values do not fill its sizes");
+                          c.at("values").get<std::vector<double>>()};
+      if (chunk.offset.size() != chunk.sizes.size() ||
+          numel(chunk.sizes) != static_cast<std::int64_t>(chunk.values.size()))
+        return make_error(seam_kind::harness_error,
+                          "stored chunk of " + chunk.key + ": its values do not fill its sizes");
       out.push_back(std::move(chunk));
     }
     return out;

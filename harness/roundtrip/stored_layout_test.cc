@@ -60,7 +60,8 @@ TEST(StoredLayout, TwoKeysAreNoSwiglu) {
 TEST(StoredLayout, ASelfConsistentSwapFailsNamingKeyChunkAndElement) {
   // The changed tree filled W with the rows it describes at fragment 2 and stored them there: every chunk holds
   // its own elements, yet the reference puts W (fc1's rows 4, 5 as filled) at rows 0, 1.
-  const StoredLayout layout = layout_of({{"fc1", {0, 0}, {2, 3}, 1, {8, 3}, {4, 0}}, {"fc1", {4, 0}, {2, 3}, 1, {8, 3}, {0, 0}}});
+  const StoredLayout layout =
+      layout_of({{"fc1", {0, 0}, {2, 3}, 1, {8, 3}, {4, 0}}, {"fc1", {4, 0}, {2, 3}, 1, {8, 3}, {0, 0}}});
   const StoredVerdict v = judge_stored_chunks({fc1_rows(0, 2, 0), fc1_rows(4, 2, 4), fc1_rows(2, 2, 2)}, layout);
   EXPECT_EQ(v.elements_checked, 18);
   EXPECT_EQ(v.wrong, 12);
@@ -91,7 +92,8 @@ TEST(StoredLayout, ReadsTheCatalogueWithAliasesAndTheChunks) {
   ASSERT_TRUE(layout.ok()) << layout.error().message;
   EXPECT_EQ(layout->encoding.key_shift, 15);
   EXPECT_EQ(layout->keys.at("optimizer.state.param.w").first, 1);
-  auto bad = stored_chunks_from_json({{"chunks", {{{"key", "w"}, {"offset", {0}}, {"sizes", {3}}, {"values", {1, 2}}}}}});
+  auto bad =
+      stored_chunks_from_json({{"chunks", {{{"key", "w"}, {"offset", {0}}, {"sizes", {3}}, {"values", {1, 2}}}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("do not fill its sizes"), std::string::npos);
 }

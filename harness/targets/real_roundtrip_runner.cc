@@ -78,8 +78,9 @@ Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string
     scenarios.push_back(std::move(s));
   }
   IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
-  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios), cross ? cross_options(spec, *cross, work.path(), progress)
-                                                                           : session_options(spec, work.path(), progress)));
+  IH_TRY_ASSIGN(report,
+                run_roundtrip_session(std::move(scenarios), cross ? cross_options(spec, *cross, work.path(), progress)
+                                                                  : session_options(spec, work.path(), progress)));
   return outcomes_of(report);
 }
 
@@ -97,8 +98,10 @@ struct RealRoundTrips {
     auto it = batches.find(key);
     if (it == batches.end())
       it = batches
-               .emplace(key, run_batch(spec, whole ? (cross ? gate_cross_scenarios() : gate_real_scenarios()) : std::vector{scenario}, a, b, *progress,
-                                       cross))
+               .emplace(key, run_batch(spec,
+                                       whole ? (cross ? gate_cross_scenarios() : gate_real_scenarios())
+                                             : std::vector{scenario},
+                                       a, b, *progress, cross))
                .first;
     return it->second;
   }
