@@ -151,12 +151,13 @@ Result<LayoutDifferences> compare_load_tree(Groups& g, const RealModelEntries& s
   return differences;
 }
 
-/// A layout difference fails its scenario, whatever its elements said, and opens its problems.
+/// A layout difference fails its scenario, whatever its elements said: after the first wrong element (a gate check's
+/// detail is its scenario's first problem), or first.
 void report_layout_differences(const LayoutDifferences& differences, WorldRunReport& report) {
   for (ScenarioOutcome& s : report.scenarios) {
     const auto it = differences.find(s.name);
     if (it == differences.end()) continue;
-    s.problems.insert(s.problems.begin(), it->second);
+    s.problems.insert(s.problems.begin() + (s.problems.empty() ? 0 : 1), it->second);
     if (s.outcome == Outcome::passed) s.outcome = Outcome::failed;
   }
 }

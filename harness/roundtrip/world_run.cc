@@ -225,9 +225,12 @@ void judge_stored_bytes(const fs::path& dir, ScenarioOutcome& r) {
   const StoredVerdict v = judge_stored_chunks(*chunks, *layout);
   r.details["stored_bytes"] = {{"chunks", v.chunks}, {"elements_checked", v.elements_checked}, {"wrong", v.wrong}};
   if (v.wrong == 0) return;
-  r.problems.push_back("stored bytes: " + std::to_string(v.wrong) + " of " + std::to_string(v.elements_checked) +
-                       " stored elements are not where the reference's layout puts them");
-  for (const std::string& line : v.first_wrong) r.problems.push_back("stored: " + line);
+  // The first line names the first wrong element: a gate check's detail is its scenario's first problem.
+  for (std::size_t i = 0; i < v.first_wrong.size(); ++i)
+    r.problems.push_back(i ? "stored: " + v.first_wrong[i]
+                           : "stored bytes: " + std::to_string(v.wrong) + " of " + std::to_string(v.elements_checked) +
+                                 " stored elements are not where the reference's layout puts them; " +
+                                 v.first_wrong[0]);
   if (r.outcome == Outcome::passed) r.outcome = Outcome::failed;
 }
 
