@@ -28,6 +28,7 @@ constexpr std::int64_t kMaxModelDumps = 1'000;
 /// The options of every command that runs the gate's checks: the target and the budget.
 struct TargetOptions : GivenFlags {
   std::optional<std::string> target, megatron_path, mutant, candidate, fix, corpus;
+  std::optional<std::string> base_megatron_path;  // gate only
   std::int64_t seed = 1;
   std::int64_t property_cases = 25;  // 5 against megatron unless given
   std::int64_t model_dumps = gate::kGeneratedModelDumps;
@@ -69,7 +70,10 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
   using G = GateOptions;
   std::vector<Flag<G>> flags = target_flags<G>();
   flags.insert(flags.end(),
-               {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
+               {{"base-megatron-path", &G::base_megatron_path,
+                 "megatron: the BASE Megatron-LM tree of the change --megatron-path holds; every real scenario also "
+                 "runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group real-roundtrip-cross)"},
+                {"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
                  std::numeric_limits<std::int64_t>::max()},
                 property_cases_flag<G>(),
                 model_dumps_flag<G>(),
@@ -105,7 +109,12 @@ const std::vector<Flag<ReproOptions>> kReproFlags = {
 std::string corpus_of(const TargetOptions& options) { return options.corpus.value_or(install::corpus_dir().string()); }
 
 Result<TargetSpec> spec_of(const TargetOptions& options) {
-  return validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix);
+  IH_TRY_ASSIGN(
+      spec, validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix));
+  if (options.base_megatron_path && (spec.target != TargetKind::megatron || !spec.megatron_path))
+    return make_error(ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW");
+  spec.base_megatron_path = options.base_megatron_path;
+  return spec;
 }
 
 /// The options that change which checks exist and what they generate.
@@ -170,8 +179,14 @@ std::vector<gate::Check> property_checks(const Budget& budget) {
 
 /// The gate's checks for a target; names are unique, so a token finds its check wherever it is. A Megatron
 /// target (differential) also gets the real tier's round trips, run by `real` (none: they are not listed).
+/// The cross-version round trips' runners of a change against its base (both empty without a base).
+struct CrossRunners {
+  gate::RealRoundTripRunner base_to_new, new_to_base;
+};
+
 Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,
-                                            const gate::RealRoundTripRunner& real = {}) {
+                                            const gate::RealRoundTripRunner& real = {},
+                                            const CrossRunners& cross = {}) {
   IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(budget.corpus));
   for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
   for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
@@ -185,6 +200,10 @@ Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool different
       for (gate::Check& check : group) checks.push_back(std::move(check));
   if (differential && real)
     for (gate::Check& check : gate::real_roundtrip_checks(gate_real_scenarios(), gate_real_directions(), real))
+      checks.push_back(std::move(check));
+  if (differential && cross.base_to_new)
+    for (gate::Check& check : gate::real_roundtrip_cross_checks(gate_cross_scenarios(), gate_real_directions(),
+                                                                cross.base_to_new, cross.new_to_base))
       checks.push_back(std::move(check));
   return gate::with_unique_names(std::move(checks));
 }
@@ -265,7 +284,12 @@ int gate_command(const std::vector<std::string>& argv) {
   }
   const Budget budget = budget_of(*args, *spec);
   std::ostream& progress = args->json ? std::cerr : std::cout;
-  auto checks = all_checks(budget, spec->target != TargetKind::reference, real_roundtrip_runner(*spec, progress));
+  CrossRunners cross;
+  if (spec->base_megatron_path)
+    cross = {cross_version_runner(*spec, progress, CrossVersion::base_to_new),
+             cross_version_runner(*spec, progress, CrossVersion::new_to_base)};
+  auto checks =
+      all_checks(budget, spec->target != TargetKind::reference, real_roundtrip_runner(*spec, progress), cross);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);

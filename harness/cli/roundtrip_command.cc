@@ -27,7 +27,8 @@ const char* const kSynopsis =
     "interop-harness roundtrip --target megatron [--pattern P] [--save-tp T --save-pp P --load-tp T --load-pp P] "
     "[--gated] [--optimizer] [--json]   (one scenario laid out on the command line)\n"
     "       interop-harness roundtrip (--scenario NAME | --all | --seed S) [--save-ranks A] [--load-ranks B] "
-    "[--device cpu|cuda] [--mutant M] [--candidate shard-split] [--real] [--keep DIR] [--timeout S] [--json]\n"
+    "[--device cpu|cuda] [--mutant M] [--candidate shard-split] [--real [--save-megatron-path A "
+    "--load-megatron-path B]] [--keep DIR] [--timeout S] [--json]\n"
     "       interop-harness roundtrip --list [--real] [--candidate shard-split] [--json]\n"
     "both run mpirun save and load worlds, every loaded element checked by the LibTorch verifier\n"
     "exit codes: 0 every element where it belongs, 1 a check failed, 2 bad input, 3 harness error, "
@@ -46,6 +47,7 @@ constexpr auto kCandidateWords = flag_words(kCandidateNames);
 /// The command's options, filled from kRoundtripFlags (defaults here).
 struct RoundtripOptions : GivenFlags {
   std::optional<std::string> target, pattern, python, megatron_path, keep, mutant, scenario, fault;
+  std::optional<std::string> save_megatron_path, load_megatron_path;  // a cross-version round trip
   Device device = Device::cpu;
   Candidate candidate = Candidate::none;
   std::int64_t save_tp = 2, save_pp = 1, load_tp = 1, load_pp = 1;  // the command-line scenario
@@ -66,6 +68,10 @@ const std::vector<Flag<O>> kRoundtripFlags = {
     {"timeout", &O::timeout_s, "seconds before a world (save, load) or the verifier is killed (default 300)", 1, 86400},
     {"python", &O::python, "Python with torch + megatron-core (default: the ci/install-megatron.sh venv)"},
     {"megatron-path", &O::megatron_path, "a Megatron-LM checkout to import instead of the installed package"},
+    {"save-megatron-path", &O::save_megatron_path,
+     "with --real and --load-megatron-path: the Megatron-LM tree the save world imports (a cross-version round trip)"},
+    {"load-megatron-path", &O::load_megatron_path,
+     "with --real and --save-megatron-path: the Megatron-LM tree the load world imports"},
     {"keep", &O::keep, "write inputs and the checkpoint into DIR and keep them"},
     {"mutant", &O::mutant, "apply one adapter-side Megatron mutant (the check must then fail)"},
     {"no-cpu-patches", &O::no_cpu_patches, "run Megatron unpatched: shows what stops it without CUDA (exit 5)"},
@@ -194,7 +200,8 @@ RoundTripSessionOptions session_options(const RoundtripOptions& args, const Work
   w.mutant = args.mutant;
   w.fault = fault;
   w.python = args.python.value_or(default_megatron_python());
-  w.megatron_path = args.megatron_path;
+  w.megatron_path = args.save_megatron_path ? args.save_megatron_path : args.megatron_path;
+  o.load_megatron_path = args.load_megatron_path;
   w.world_timeout_s = args.timeout_s;
   w.work = work.path();
   w.no_cpu_patches = args.no_cpu_patches;
@@ -270,6 +277,10 @@ std::string scenario_text(const ScenarioOutcome& s) {
          << " s (build, fill, save), load side " << d.value("scenario_seconds_load", 0.0)
          << " s (build, retarget, load, dump)";
   print_worlds(line, d);
+  if (d.contains("stored_bytes"))
+    line << "\n    stored bytes (read back with DCP's FileSystemReader): " << d["stored_bytes"].value("chunks", 0)
+         << " chunks, " << d["stored_bytes"].value("elements_checked", 0)
+         << " elements against the reference's layout, " << d["stored_bytes"].value("wrong", 0) << " wrong";
   for (const auto& p : s.problems) line << "\n    " << p;
   return line.str();
 }
@@ -350,6 +361,11 @@ int worlds_command(const RoundtripOptions& args, const std::optional<WorldScenar
   if (args.real && (shard_split || custom))
     return bad_input(
         "--real runs Megatron's own models; it does not combine with --candidate or the command-line scenario");
+  if ((args.save_megatron_path || args.load_megatron_path) &&
+      (!args.save_megatron_path || !args.load_megatron_path || !args.real || args.megatron_path))
+    return bad_input(
+        "a cross-version round trip needs --real with both --save-megatron-path and "
+        "--load-megatron-path (and no --megatron-path)");
   ScenarioSelection selected;
   if (custom) {
     selected.scenarios.push_back(*custom);

@@ -106,6 +106,12 @@ std::vector<Check> gtp_gather_checks();
 std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
                                          RealRoundTripRunner runner);
+/// Group "real-roundtrip-cross" (a change against its base, gate --base-megatron-path): every real scenario and
+/// direction saved by BASE and loaded by NEW (`base-to-new_<scenario>_<A>_to_<B>`, run by `base_to_new`) and saved
+/// by NEW and loaded by BASE (`new-to-base_...`), judged as the real round trips are.
+std::vector<Check> real_roundtrip_cross_checks(const std::vector<std::string>& scenarios,
+                                               const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
+                                               RealRoundTripRunner base_to_new, RealRoundTripRunner new_to_base);
 /// Generated configurations the model_dump group adds to its curated ones by default (gate --model-dumps).
 inline constexpr std::int64_t kGeneratedModelDumps = 3;
 /// Real versus synthetic (issue 17), group "model_dump", for every target: one check per curated

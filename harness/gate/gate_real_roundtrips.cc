@@ -8,42 +8,69 @@
 
 namespace ih::gate {
 
+namespace {
+
+/// One real round trip's verdict: wrong elements are `elements_wrong <scenario>`, a refusal `roundtrip_failed`.
+Result<Violations> judge(Implementation& target, const RealRoundTripRunner& runner, const std::string& scenario,
+                         std::int64_t save_ranks, std::int64_t load_ranks) {
+  if (!runner) return unsupported(target.name(), "real round trips (no round-trip worlds in this command)");
+  IH_TRY_ASSIGN(result, runner(target, scenario, save_ranks, load_ranks));
+  const std::string first = result.problems.empty() ? std::string() : "; " + result.problems.front();
+  switch (result.outcome) {
+    case Outcome::passed:
+      if (result.elements_verified > 0) return Violations{};
+      return Violations{{"nothing_verified", scenario, scenario + ": passed with no element verified"}};
+    case Outcome::not_run: return make_error(seam_kind::unsupported, scenario + " did not run" + first);
+    case Outcome::harness_error: return make_error(seam_kind::harness_error, scenario + first);
+    case Outcome::timeout: return make_error(seam_kind::timeout, scenario + first);
+    case Outcome::failed:
+    case Outcome::known_finding: break;
+  }
+  Violations found;
+  if (result.wrong_elements > 0)
+    found.push_back({"elements_wrong", scenario,
+                     scenario + ": " + std::to_string(result.wrong_elements) + " of " +
+                         std::to_string(result.elements_verified) + " elements wrong" + first});
+  // A refusal names where Megatron raised (refused elsewhere, it is another finding); one that came after what was
+  // loaded had been verified stands beside that verdict. A failure with no wrong element loaded (the stored bytes,
+  // the two trees' descriptions) is its own.
+  if (result.wrong_elements == 0 || !result.refused_in.empty())
+    found.push_back({"roundtrip_failed", result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
+                     scenario + first});
+  return found;
+}
+
+std::string direction_name(const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks) {
+  return scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
+}
+
+}  // namespace
+
 std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
                                          RealRoundTripRunner runner) {
   std::vector<Check> out;
   for (const auto& [save_ranks, load_ranks] : directions)
-    for (const std::string& scenario : scenarios) {
-      const std::string name = scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
-      out.push_back(
-          Check::typed("real-roundtrips", name, [=, runner = runner](Implementation& target) -> Result<Violations> {
-            if (!runner) return unsupported(target.name(), "real round trips (no round-trip worlds in this command)");
-            IH_TRY_ASSIGN(result, runner(target, scenario, save_ranks, load_ranks));
-            const std::string first = result.problems.empty() ? std::string() : "; " + result.problems.front();
-            switch (result.outcome) {
-              case Outcome::passed:
-                if (result.elements_verified > 0) return Violations{};
-                return Violations{{"nothing_verified", scenario, scenario + ": passed with no element verified"}};
-              case Outcome::not_run: return make_error(seam_kind::unsupported, scenario + " did not run" + first);
-              case Outcome::harness_error: return make_error(seam_kind::harness_error, scenario + first);
-              case Outcome::timeout: return make_error(seam_kind::timeout, scenario + first);
-              case Outcome::failed:
-              case Outcome::known_finding: break;
-            }
-            Violations found;
-            if (result.wrong_elements > 0)
-              found.push_back({"elements_wrong", scenario,
-                               scenario + ": " + std::to_string(result.wrong_elements) + " of " +
-                                   std::to_string(result.elements_verified) + " elements wrong" + first});
-            // A refusal names where Megatron raised (refused elsewhere, it is another finding); one that came
-            // after what was loaded had been verified stands beside that verdict.
-            if (result.wrong_elements == 0 || !result.refused_in.empty())
-              found.push_back({"roundtrip_failed",
-                               result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
-                               scenario + first});
-            return found;
-          }));
-    }
+    for (const std::string& scenario : scenarios)
+      out.push_back(Check::typed("real-roundtrips", direction_name(scenario, save_ranks, load_ranks),
+                                 [=, runner = runner](Implementation& target) {
+                                   return judge(target, runner, scenario, save_ranks, load_ranks);
+                                 }));
+  return out;
+}
+
+std::vector<Check> real_roundtrip_cross_checks(const std::vector<std::string>& scenarios,
+                                               const std::vector<std::pair<std::int64_t, std::int64_t>>& directions,
+                                               RealRoundTripRunner base_to_new, RealRoundTripRunner new_to_base) {
+  std::vector<Check> out;
+  for (const auto& [save_ranks, load_ranks] : directions)
+    for (const auto& [prefix, runner] :
+         {std::pair{"base-to-new_", base_to_new}, std::pair{"new-to-base_", new_to_base}})
+      for (const std::string& scenario : scenarios)
+        out.push_back(Check::typed("real-roundtrip-cross", prefix + direction_name(scenario, save_ranks, load_ranks),
+                                   [=, runner = runner](Implementation& target) {
+                                     return judge(target, runner, scenario, save_ranks, load_ranks);
+                                   }));
   return out;
 }
 

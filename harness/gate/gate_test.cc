@@ -518,3 +518,33 @@ TEST(Verdict, OnlyChecksThatRanWithoutACleanVerdictHaveARepro) {
 
 }  // namespace
 }  // namespace ih::gate
+
+namespace ih::gate {
+namespace {
+
+TEST(RealRoundTripCross, EachScenarioRunsSavedByBaseLoadedByNewAndTheOtherWayUnderItsOwnName) {
+  std::vector<std::string> ran;
+  const auto runner = [&ran](const char* which, Outcome outcome) -> RealRoundTripRunner {
+    return [&ran, which, outcome](Implementation&, const std::string& scenario, std::int64_t a, std::int64_t b) {
+      ran.push_back(std::string(which) + " " + scenario + " " + std::to_string(a) + "->" + std::to_string(b));
+      RealRoundTripResult r{outcome, 10, outcome == Outcome::failed ? 3 : 0, {"misplaced: rank 0: w[0] holds w[1]"}};
+      return Result<RealRoundTripResult>(r);
+    };
+  };
+  const auto checks = real_roundtrip_cross_checks({"real_a"}, {{4, 2}}, runner("base-to-new", Outcome::passed),
+                                                  runner("new-to-base", Outcome::failed));
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_EQ(checks[0].check_name(), "gate/real-roundtrip-cross/base-to-new_real_a_4_to_2");
+  EXPECT_EQ(checks[1].check_name(), "gate/real-roundtrip-cross/new-to-base_real_a_4_to_2");
+  ReferenceImplementation target;
+  EXPECT_EQ(checks[0].run(target).outcome, Outcome::passed);
+  const CheckAnswer failed = checks[1].run(target);
+  EXPECT_EQ(failed.outcome, Outcome::failed);
+  ASSERT_EQ(failed.violations.size(), 1u);
+  EXPECT_NE(failed.detail.find("3 of 10 elements wrong; misplaced: rank 0: w[0] holds w[1]"), std::string::npos)
+      << failed.detail;
+  EXPECT_EQ(ran, (std::vector<std::string>{"base-to-new real_a 4->2", "new-to-base real_a 4->2"}));
+}
+
+}  // namespace
+}  // namespace ih::gate

@@ -7,6 +7,7 @@
 #include "codec/json_codec.h"
 #include "harness/process/child_run.h"
 #include "harness/process/run_scope.h"
+#include "harness/roundtrip/description_diff.h"
 #include "harness/roundtrip/world_verdicts.h"
 
 #ifndef IH_SOURCE_DIR_PATH
@@ -96,8 +97,74 @@ Result<RealModelEntries> describe_real_scenarios(Groups& g, const std::optional<
   return split.describe;
 }
 
+/// Where the load tree describes a real scenario's models otherwise than the save tree: the scenario's problem.
+using LayoutDifferences = std::map<std::string, std::string>;
+
+/// A cross-version session's load tree, asked for the same ranks' models as the save tree: a scenario it cannot
+/// describe, or describes with another structure, ends before it runs (failed: the two trees' models differ); one
+/// it describes with another layout runs, its difference kept for its report.
+Result<LayoutDifferences> compare_load_tree(Groups& g, const RealModelEntries& save_tree,
+                                            const RoundTripSessionOptions& options, WorldRunReport& report) {
+  const WorldRunOptions& o = options.worlds;
+  o.progress("starting the Megatron adapter on " + *options.load_megatron_path +
+             " (the load tree) to describe the same ranks' models");
+  auto started = options.start_describer(options.load_megatron_path);
+  if (!started.ok())
+    return make_error(seam_kind::harness_error,
+                      "the load tree's Megatron adapter did not start: " + started.error().message);
+  const std::shared_ptr<Implementation> describer = std::move(*started);
+  BuildableRealScenarios split = buildable_real_scenarios(
+      std::move(g.real),
+      [d = describer.get()](const ModelDumpSpec& spec, std::int64_t rank) { return d->model_state_dict(spec, rank); });
+  for (auto& [name, why] : split.not_run) {
+    o.progress("NOT RUN " + name + ": the load tree: " + why);
+    report.not_run.emplace_back(name, "the load tree: " + why);
+  }
+  for (ScenarioOutcome& u : split.undescribed) {
+    u.device = o.device;
+    report.scenarios.push_back(std::move(u));
+  }
+  LayoutDifferences differences;
+  for (WorldScenario& s : split.runnable) {
+    std::optional<DescriptionDifference> diff;
+    for (const bool save_side : {true, false}) {
+      const ModelDumpSpec& m = save_side ? s.real_save : s.real_load;
+      for (std::int64_t r = 0; r < (save_side ? s.save.ranks() : s.load.ranks()) && !(diff && diff->structural); ++r) {
+        auto a = save_tree(m, r), b = split.describe(m, r);
+        if (!a.ok() || !b.ok()) continue;  // both described it above
+        if (auto d = description_difference(*a, *b); d && (!diff || d->structural))
+          diff = DescriptionDifference{d->structural, std::string(save_side ? "save" : "load") + " rank " +
+                                                          std::to_string(r) + "'s model: " + d->text};
+      }
+    }
+    const std::string line = diff ? "the save tree and the load tree describe " + diff->text : "";
+    if (diff && diff->structural) {
+      ScenarioOutcome r = outcome_before_running(s);
+      r.device = o.device, r.outcome = Outcome::failed, r.problems.push_back(line);
+      o.progress("FAIL " + s.name + ": " + line);
+      report.scenarios.push_back(std::move(r));
+      continue;
+    }
+    if (diff) differences[s.name] = line;
+    g.real.push_back(std::move(s));
+  }
+  return differences;
+}
+
+/// A layout difference fails its scenario, whatever its elements said: after the first wrong element (a gate check's
+/// detail is its scenario's first problem), or first.
+void report_layout_differences(const LayoutDifferences& differences, WorldRunReport& report) {
+  for (ScenarioOutcome& s : report.scenarios) {
+    const auto it = differences.find(s.name);
+    if (it == differences.end()) continue;
+    s.problems.insert(s.problems.begin() + (s.problems.empty() ? 0 : 1), it->second);
+    if (s.outcome == Outcome::passed) s.outcome = Outcome::failed;
+  }
+}
+
 /// Runs each group in its own pair of worlds, on its own Megatron, in its own folder under the work folder.
-Status run_groups(Groups& g, const std::optional<std::string>& checkout, const RealModelEntries& describe,
+Status run_groups(Groups& g, const std::optional<std::string>& checkout,
+                  const std::optional<std::string>& load_checkout, const RealModelEntries& describe,
                   const WorldRunOptions& worlds, WorldRunReport& report) {
   for (auto* group : {&g.gpt, &g.gtp, &g.real}) {
     if (group->empty()) continue;
@@ -107,6 +174,7 @@ Status run_groups(Groups& g, const std::optional<std::string>& checkout, const R
       worlds.progress("GTP scenarios on " + checkout_text(checkout));
     } else if (group == &g.real) {
       o.megatron_path = checkout, o.work = worlds.work / "real", o.real_entries = describe;
+      o.load_megatron_path = load_checkout;
       worlds.progress("real-model scenarios on " + checkout_text(checkout));
     } else {
       o.work = worlds.work / "gpt";
@@ -127,15 +195,21 @@ Result<WorldRunReport> run_roundtrip_session(std::vector<WorldScenario> scenario
   std::shared_ptr<Implementation> describer;  // alive until the real scenarios' plans are written
   RealModelEntries describe;
   const bool any_real = !g.real.empty();
+  LayoutDifferences differences;
   if (any_real) {
     IH_TRY_ASSIGN(described, describe_real_scenarios(g, checkout, options, describer, report));
     describe = std::move(described);
+    if (options.load_megatron_path && !g.real.empty()) {
+      IH_TRY_ASSIGN(found, compare_load_tree(g, describe, options, report));
+      differences = std::move(found);
+    }
   }
   if (g.gpt.empty() && g.gtp.empty() && g.real.empty() && report.scenarios.empty()) {
     if (any_real) return report;  // this Megatron builds none of the real scenarios: every one not run
     return make_error(seam_kind::harness_error, "nothing could run");
   }
-  IH_TRY_STATUS(run_groups(g, checkout, describe, options.worlds, report));
+  IH_TRY_STATUS(run_groups(g, checkout, options.load_megatron_path, describe, options.worlds, report));
+  report_layout_differences(differences, report);
   return report;
 }
 

@@ -33,6 +33,10 @@ struct RoundTripSessionOptions {
   bool find_snapshot = true;
   /// The real scenarios' describer (unset: a real scenario is a harness error).
   DescriberStart start_describer;
+  /// A cross-version round trip: the real scenarios' load world imports this Megatron tree, their save world the
+  /// session's (docs/roundtrip.md, "Cross-version round trips"). Both trees describe every rank's model; the plan
+  /// is the save tree's, and where the load tree describes a model otherwise the scenario says so.
+  std::optional<std::string> load_megatron_path;
 };
 
 /// Runs `scenarios` (all of the same world sizes), each group in its own pair of worlds on its own Megatron. The

@@ -1,6 +1,9 @@
 // The save world's plan: what each save rank fills into each of its entries (segments of the saved keys, the
 // oracle strings of its objects), and which rank must write each saved chunk.
+#include <algorithm>
+
 #include "harness/roundtrip/plan_writers.h"
+#include "harness/roundtrip/stored_layout.h"
 
 namespace ih {
 namespace {
@@ -11,6 +14,8 @@ using json::Json;
 struct SaveWriters {
   std::map<Chunk, std::vector<std::int64_t>> main_replicas;
   std::map<Chunk, std::set<std::int64_t>> holders;
+  /// Rows of the saved keys the reference lays out otherwise than the real model's description (stored_layout.h).
+  std::vector<StoredRemap> remaps;
 };
 
 /// What one save rank fills: per path its segments (fill), the paths whose segments fill the model's parameter (a
@@ -52,6 +57,13 @@ Status plan_saved_factory(const ScenarioPlanner& planner, const SavedKeys& saved
   IH_TRY_ASSIGN(main, factory_is_main(f));
   if (main)
     for (const Segment& seg : chunks) writers.main_replicas[{seg.key, seg.global_offset}].push_back(r);
+  if (main && !f.data && !rows.gtp_param && !rows.gtp_window) {  // a real factory laid out as described
+    IH_TRY_ASSIGN(local, factory_local_shape(f));
+    const Shape row_tail(local.empty() ? local.end() : local.begin() + 1, local.end());
+    for (StoredRemap& m : swiglu_reference_remaps(rows.segments, row_tail, saved.ids))
+      if (std::find(writers.remaps.begin(), writers.remaps.end(), m) == writers.remaps.end())
+        writers.remaps.push_back(std::move(m));
+  }
   return Ok{};
 }
 
@@ -89,6 +101,7 @@ Result<Json> write_save_ranks(const ScenarioPlanner& planner, const SavedKeys& s
                                        {"reference_rows", plan.reference_rows},
                                        {"objects", plan.objects}}));
   }
+  IH_TRY_STATUS(write_plan_file(dir / "stored_layout.json", Json{{"remaps", remaps_json(writers.remaps)}}));
   // Training's save_checkpoint saves fully parallel (its default --ckpt-fully-parallel-save): the wrapper hands
   // each replicated chunk to one of the ranks holding it, so there the writer is any one of the chunk's holders.
   return expected_writers_json(writers.main_replicas, s.load_path == LoadPath::training ? &writers.holders : nullptr);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "harness/roundtrip/roundtrip_verifier.h"
+#include "harness/roundtrip/stored_layout.h"
 #include "harness/roundtrip/world_launch.h"
 #include "harness/roundtrip/world_verdicts.h"
 #include "models/text.h"
@@ -196,6 +198,42 @@ Status judge_loads(const std::vector<std::string>& loadable, const WorldOutcome&
   return Ok{};
 }
 
+Result<Json> read_plan_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(seam_kind::harness_error, path.string() + " is missing");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = json::parse(text.str());
+  if (!parsed.ok()) return make_error(seam_kind::harness_error, path.string() + ": " + parsed.error().message);
+  return std::move(parsed).value();
+}
+
+/// 6. A real scenario's stored bytes, as the save world's rank 0 read them back with DCP's reader, against the
+/// reference's layout (stored_layout.h): a wrong chunk fails the scenario, whatever its load said; bytes that were
+/// not read back leave it no pass.
+void judge_stored_bytes(const fs::path& dir, ScenarioOutcome& r) {
+  auto catalogue = read_plan_json(dir / "catalogue.json");
+  auto remaps = catalogue.ok() ? read_plan_json(dir / "stored_layout.json") : Result<Json>(catalogue.error());
+  auto stored = remaps.ok() ? read_plan_json(dir / "stored_chunks.json") : Result<Json>(remaps.error());
+  auto layout = stored.ok() ? stored_layout_from_json(*catalogue, *remaps) : Result<StoredLayout>(stored.error());
+  auto chunks = layout.ok() ? stored_chunks_from_json(*stored) : Result<std::vector<ReadBackChunk>>(layout.error());
+  if (!chunks.ok()) {
+    r.problems.push_back("stored bytes not judged: " + chunks.error().message);
+    if (r.outcome == Outcome::passed) r.outcome = Outcome::harness_error;
+    return;
+  }
+  const StoredVerdict v = judge_stored_chunks(*chunks, *layout);
+  r.details["stored_bytes"] = {{"chunks", v.chunks}, {"elements_checked", v.elements_checked}, {"wrong", v.wrong}};
+  if (v.wrong == 0) return;
+  // The first line names the first wrong element: a gate check's detail is its scenario's first problem.
+  for (std::size_t i = 0; i < v.first_wrong.size(); ++i)
+    r.problems.push_back(i ? "stored: " + v.first_wrong[i]
+                           : "stored bytes: " + std::to_string(v.wrong) + " of " + std::to_string(v.elements_checked) +
+                                 " stored elements are not where the reference's layout puts them; " +
+                                 v.first_wrong[0]);
+  if (r.outcome == Outcome::passed) r.outcome = Outcome::failed;
+}
+
 }  // namespace
 
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
@@ -232,6 +270,9 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     IH_TRY_ASSIGN(loads, run_load_worlds(scenarios, loadable, o, report));
     IH_TRY_STATUS(judge_loads(loadable, save, loads, verifier, o, out));
   }
+  for (const WorldScenario& s : scenarios)
+    if (s.is_real() && std::find(loadable.begin(), loadable.end(), s.name) != loadable.end())
+      judge_stored_bytes(o.work / scenario_dir(s.name), out[s.name]);
   for (const WorldScenario& s : scenarios) report.scenarios.push_back(std::move(out[s.name]));
   return report;
 }

@@ -43,6 +43,9 @@ struct WorldRunOptions {
   std::optional<WorldFault> fault;
   std::string python;  // the venv python
   std::optional<std::string> megatron_path;
+  /// The load world's Megatron when it is not the save world's (a cross-version round trip: saved by one tree,
+  /// loaded by another); nullopt: `megatron_path` for both.
+  std::optional<std::string> load_megatron_path;
   std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
   std::filesystem::path work;          // plan, checkpoints, loaded files
   bool no_cpu_patches = false;

@@ -3,6 +3,7 @@
 // its check.
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "harness/megatron/megatron_implementation.h"
@@ -55,15 +56,31 @@ Outcomes outcomes_of(const WorldRunReport& report) {
   return out;
 }
 
+/// The session options of a cross-version batch: saved by one tree, loaded by the other, no mutant.
+RoundTripSessionOptions cross_options(const TargetSpec& spec, CrossVersion cross, const std::filesystem::path& work,
+                                      std::ostream& progress) {
+  TargetSpec plain = spec;
+  plain.mutant.reset();
+  RoundTripSessionOptions o = session_options(plain, work, progress);
+  const bool base_first = cross == CrossVersion::base_to_new;
+  o.worlds.megatron_path = base_first ? spec.base_megatron_path : spec.megatron_path;
+  o.load_megatron_path = base_first ? spec.megatron_path : spec.base_megatron_path;
+  return o;
+}
+
 Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string>& names, std::int64_t a,
-                           std::int64_t b, std::ostream& progress) {
+                           std::int64_t b, std::ostream& progress, std::optional<CrossVersion> cross) {
+  if (cross && (!spec.megatron_path || !spec.base_megatron_path))
+    return make_error(seam_kind::harness_error, "a cross-version round trip needs both Megatron-LM trees");
   std::vector<WorldScenario> scenarios;
   for (const std::string& name : names) {
     IH_TRY_ASSIGN(s, make_world_scenario(name, a, b));
     scenarios.push_back(std::move(s));
   }
   IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
-  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios), session_options(spec, work.path(), progress)));
+  IH_TRY_ASSIGN(report,
+                run_roundtrip_session(std::move(scenarios), cross ? cross_options(spec, *cross, work.path(), progress)
+                                                                  : session_options(spec, work.path(), progress)));
   return outcomes_of(report);
 }
 
@@ -72,6 +89,7 @@ struct RealRoundTrips {
   TargetSpec spec;
   std::ostream* progress = nullptr;
   RealRoundTripBatch batch = RealRoundTripBatch::by_direction;
+  std::optional<CrossVersion> cross;
   std::map<std::tuple<std::int64_t, std::int64_t, std::string>, Result<Outcomes>> batches;
 
   const Result<Outcomes>& batch_of(const std::string& scenario, std::int64_t a, std::int64_t b) {
@@ -79,7 +97,11 @@ struct RealRoundTrips {
     const auto key = std::make_tuple(a, b, whole ? std::string() : scenario);
     auto it = batches.find(key);
     if (it == batches.end())
-      it = batches.emplace(key, run_batch(spec, whole ? gate_real_scenarios() : std::vector{scenario}, a, b, *progress))
+      it = batches
+               .emplace(key, run_batch(spec,
+                                       whole ? (cross ? gate_cross_scenarios() : gate_real_scenarios())
+                                             : std::vector{scenario},
+                                       a, b, *progress, cross))
                .first;
     return it->second;
   }
@@ -89,14 +111,15 @@ struct RealRoundTrips {
 
 std::vector<std::string> gate_real_scenarios() { return gate_real_scenario_names(); }
 
+std::vector<std::string> gate_cross_scenarios() { return real_world_scenario_names(); }
+
 std::vector<std::pair<std::int64_t, std::int64_t>> gate_real_directions() {
   return {std::begin(kGateDirections), std::end(kGateDirections)};
 }
 
-gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
-                                                RealRoundTripBatch batch) {
-  auto runs = std::make_shared<RealRoundTrips>();
-  runs->spec = spec, runs->progress = &progress, runs->batch = batch;
+namespace {
+
+gate::RealRoundTripRunner runner_of(std::shared_ptr<RealRoundTrips> runs) {
   return [runs](Implementation&, const std::string& scenario, std::int64_t a,
                 std::int64_t b) -> Result<gate::RealRoundTripResult> {
     const Result<Outcomes>& outcomes = runs->batch_of(scenario, a, b);
@@ -106,6 +129,21 @@ gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ost
       return make_error(seam_kind::harness_error, "the real round-trip batch has no outcome for " + scenario);
     return found->second;
   };
+}
+
+}  // namespace
+
+gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
+                                                RealRoundTripBatch batch) {
+  auto runs = std::make_shared<RealRoundTrips>();
+  runs->spec = spec, runs->progress = &progress, runs->batch = batch;
+  return runner_of(std::move(runs));
+}
+
+gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross) {
+  auto runs = std::make_shared<RealRoundTrips>();
+  runs->spec = spec, runs->progress = &progress, runs->cross = cross;
+  return runner_of(std::move(runs));
 }
 
 }  // namespace ih

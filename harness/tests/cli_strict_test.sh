@@ -67,6 +67,12 @@ check roundtrip-target-word 2 "unknown target 'megatorn' (known: reference, mega
   --target megatorn
 check gate-target-word 2 "unknown target 'megatorn' (known: reference, megatron)" -- "$cli" gate --target megatorn
 check roundtrip-seed-negative 2 '--seed -1 is outside' -- "$cli" roundtrip --seed -1
+check roundtrip-cross-one-tree 2 'a cross-version round trip needs --real with both' -- "$cli" roundtrip --real --all \
+  --save-megatron-path /tmp
+check roundtrip-cross-not-real 2 'a cross-version round trip needs --real with both' -- "$cli" roundtrip --all \
+  --save-megatron-path /tmp --load-megatron-path /tmp
+check gate-base-without-new 2 '--base-megatron-path needs --target megatron --megatron-path NEW' -- "$cli" gate \
+  --base-megatron-path /tmp
 check max-input-zero 2 '--max-input-bytes 0 is outside' -- bash -c "echo '[]' | '$cli' retarget --pattern 'M*-' --max-input-bytes 0"
 
 # retarget reads at most --max-input-bytes, and stops reading an endless input promptly.

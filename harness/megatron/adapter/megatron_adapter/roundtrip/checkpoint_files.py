@@ -43,6 +43,30 @@ def list_writers(ckpt):
     return out
 
 
+def write_stored_chunks(ckpt, sdir, torch):
+    """What the checkpoint stores, read back with PyTorch DCP's own reader: its metadata, then every tensor key
+    loaded by FileSystemReader and cut at each of its stored chunks; written to sdir/stored_chunks.json as facts
+    ({"chunks": [{key, offset, sizes, values}]}) for the C++ side, which judges them against the reference's
+    layout (harness/roundtrip/stored_layout.h). Byte items (objects, common state) are not tensors: left out."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    from megatron_adapter.roundtrip.plan import write_atomic
+    reader = dcp.FileSystemReader(ckpt)
+    tensors = {fqn: m for fqn, m in reader.read_metadata().state_dict_metadata.items()
+               if isinstance(m, TensorStorageMetadata)}
+    # NaN where no chunk lands: a stored chunk never holds it, so an element read wrongly cannot pass.
+    whole = {fqn: torch.full(tuple(m.size), float("nan"), dtype=m.properties.dtype) for fqn, m in tensors.items()}
+    dcp.load(whole, storage_reader=dcp.FileSystemReader(ckpt), no_dist=True)
+    chunks = []
+    for fqn, m in tensors.items():
+        for c in m.chunks:
+            part = whole[fqn][tuple(slice(o, o + n) for o, n in zip(c.offsets, c.sizes))]
+            chunks.append({"key": fqn, "offset": list(c.offsets), "sizes": list(c.sizes),
+                           "values": part.reshape(-1).tolist()})
+    write_atomic(os.path.join(sdir, "stored_chunks.json"), {"chunks": chunks})
+    return len(chunks)
+
+
 def check_files(ckpt, needed_keys):
     """Every stored chunk of a key this rank reads lies inside its file; raises a typed error
     naming the file, the key and the byte range otherwise."""

@@ -30,14 +30,14 @@ def _real(world, files, entry):
     rank_plan = files.rank_plan
     chunks, optimizer, tree = states.real_state(world, rank_plan, rank_plan["fill"], "save", files.oracle)
     if not files.training:
-        return save_sd(world, files.dir, entry, tree)
+        return save_sd(world, files.dir, entry, tree, read_stored=True)
     from megatron_adapter.real_models import training_path
     ckpt = files.path("checkpoint")
     states.training_args(world, rank_plan, "save", ckpt)
     return save_sd(world, files.dir, entry, tree,
                    call=("megatron.training.checkpointing.save_checkpoint",
                          lambda: training_path.save(chunks, optimizer, rank_plan["objects"]),
-                         training_path.iteration_dir(ckpt)))
+                         training_path.iteration_dir(ckpt)), read_stored=True)
 
 
 # The rank plan's "kind" (harness/roundtrip/world_plan.h ScenarioKind) -> how this rank builds and saves it.
@@ -62,9 +62,10 @@ def _repeated_saves(world, sdir, sd):
     return reserved
 
 
-def save_sd(world, sdir, entry, sd, call=None):
+def save_sd(world, sdir, entry, sd, call=None, read_stored=False):
     """dist_checkpointing.save of `sd` into sdir/checkpoint, or `call` = (its name, the save, the folder it
-    writes the DCP checkpoint into): Megatron's save_checkpoint of the same model (the training path)."""
+    writes the DCP checkpoint into): Megatron's save_checkpoint of the same model (the training path). With
+    `read_stored` (the real models) rank 0 then reads every stored chunk back with DCP's reader."""
     rank.measure_state(world, entry, sd)
     ckpt = os.path.join(sdir, "checkpoint")
     os.makedirs(ckpt, exist_ok=True)
@@ -86,4 +87,7 @@ def save_sd(world, sdir, entry, sd, call=None):
     if world.rank == 0:
         stage = world.stage("save: list writers from the DCP metadata")
         entry["writers"] = checkpoint_files.list_writers(written)
+        if read_stored:
+            stage = world.stage("save: read every stored chunk back (DCP FileSystemReader)")
+            entry["stored_chunks"] = checkpoint_files.write_stored_chunks(written, sdir, world.torch)
     return stage
