@@ -249,10 +249,7 @@ Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseF
   BasePlan plan{spec, std::nullopt, "", ""};
   plan.spec.mutant.reset();
   plan.spec.base_megatron_path.reset();
-  if (flags.base_without_mutant) {
-    if (!spec.mutant) return invalid("--base-without-mutant needs --mutant: the planted bug is the change judged");
-    return std::optional<BasePlan>(plan);
-  }
+  if (flags.base_without_mutant) return std::optional<BasePlan>(plan);  // no --mutant: the target itself
   if (spec.target != TargetKind::megatron)
     return invalid("--base-megatron-path and --base-ref apply to --target megatron only");
   if (flags.base_ref) {
@@ -276,8 +273,9 @@ Result<BaseVerdicts> base_verdicts(const BasePlan& plan, const BaseFlags& flags,
   if (plan.commit) {
     IH_TRY_ASSIGN(made, Worktree::add(plan.repository, *plan.commit));
     worktree = std::move(made);
-    spec.megatron_path = (fs::path(worktree->path()) / plan.inside).lexically_normal().string();
-    progress << "INFO: base: a worktree of " << *plan.commit << " at " << worktree->path() << "\n";
+    const fs::path tree = plan.inside == "." ? fs::path(worktree->path()) : fs::path(worktree->path()) / plan.inside;
+    spec.megatron_path = tree.lexically_normal().string();
+    progress << "INFO: base: a worktree of " << *plan.commit << " at " << worktree->path() << "\n" << std::flush;
   }
   const bool cached = !flags.no_base_cache && spec.target == TargetKind::megatron && spec.megatron_path;
   std::string key;

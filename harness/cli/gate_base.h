@@ -19,7 +19,7 @@ struct BaseFlags {
   std::optional<std::string> base_ref;            // --base-ref REF (NEW's checkout must be a git checkout)
   std::optional<std::string> base_cache;          // --base-cache DIR (default ~/.cache/interop-harness/gate-base)
   bool no_base_cache = false;                     // --no-base-cache
-  bool base_without_mutant = false;               // --base-without-mutant: the change is the planted mutant
+  bool base_without_mutant = false;               // --base-without-mutant: the change is the planted mutant (or none)
 };
 
 /// What the base gate concluded.

@@ -85,7 +85,7 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                 {"base-ref", &G::base_ref,
                  "megatron: the base is this revision of the --megatron-path git checkout (a temporary worktree)"},
                 {"base-without-mutant", &G::base_without_mutant,
-                 "the base is the same target without --mutant (the change is the planted mutant)"},
+                 "the base is the same target without --mutant (the change is the planted mutant; without one, none)"},
                 {"base-cache", &G::base_cache,
                  "where a base's verdicts are cached by its tree's content hash (default "
                  "~/.cache/interop-harness/gate-base)"},
