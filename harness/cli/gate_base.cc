@@ -66,7 +66,8 @@ class Worktree {
   std::string path() const { return (fs::path(folder_) / "tree").string(); }
 
  private:
-  Worktree(std::string repository, std::string folder) : repository_(std::move(repository)), folder_(std::move(folder)) {}
+  Worktree(std::string repository, std::string folder)
+      : repository_(std::move(repository)), folder_(std::move(folder)) {}
   std::string repository_, folder_;
 };
 
@@ -103,8 +104,10 @@ class Hasher {
     add(root.filename().string());
     for (const fs::path& file : files) {
       add(fs::relative(file, root).string());
-      if (fs::is_symlink(file)) add("link " + fs::read_symlink(file).string());
-      else IH_TRY_STATUS(add_file(file));
+      if (fs::is_symlink(file))
+        add("link " + fs::read_symlink(file).string());
+      else
+        IH_TRY_STATUS(add_file(file));
     }
     return Ok{};
   }
@@ -181,7 +184,8 @@ Result<BaseVerdicts> from_cache_json(const json::Json& cached) {
       r.answer.outcome = outcome;
       r.answer.detail = c.at("detail").get<std::string>();
       for (const json::Json& v : c.at("violations"))
-        r.answer.violations.push_back({v.at(0).get<std::string>(), v.at(1).get<std::string>(), v.at(2).get<std::string>()});
+        r.answer.violations.push_back(
+            {v.at(0).get<std::string>(), v.at(1).get<std::string>(), v.at(2).get<std::string>()});
       if (c.contains("known_finding")) r.known_finding = c.at("known_finding").get<std::string>();
       base.results.push_back(std::move(r));
     }
@@ -212,9 +216,9 @@ void store_cached(const fs::path& file, const BaseVerdicts& base, std::ostream& 
     }
   std::error_code error;
   fs::create_directories(file.parent_path(), error);
-  const Status written = error ? Status(invalid("cannot create " + file.parent_path().string() + ": " +
-                                                error.message()))
-                               : report::write_file_atomically(file.string(), json::dump(cache_json(base)) + "\n");
+  const Status written = error
+                             ? Status(invalid("cannot create " + file.parent_path().string() + ": " + error.message()))
+                             : report::write_file_atomically(file.string(), json::dump(cache_json(base)) + "\n");
   if (!written.ok()) progress << "NOTE: the base's verdicts were not cached: " << written.error().message << "\n";
 }
 

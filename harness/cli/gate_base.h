@@ -16,10 +16,10 @@ namespace ih::cli {
 
 /// The gate's flags of its base mode.
 struct BaseFlags {
-  std::optional<std::string> base_ref;            // --base-ref REF (NEW's checkout must be a git checkout)
-  std::optional<std::string> base_cache;          // --base-cache DIR (default ~/.cache/interop-harness/gate-base)
-  bool no_base_cache = false;                     // --no-base-cache
-  bool base_without_mutant = false;               // --base-without-mutant: the change is the planted mutant (or none)
+  std::optional<std::string> base_ref;    // --base-ref REF (NEW's checkout must be a git checkout)
+  std::optional<std::string> base_cache;  // --base-cache DIR (default ~/.cache/interop-harness/gate-base)
+  bool no_base_cache = false;             // --no-base-cache
+  bool base_without_mutant = false;       // --base-without-mutant: the change is the planted mutant (or none)
 };
 
 /// What the base gate concluded.
@@ -27,7 +27,7 @@ struct BaseVerdicts {
   std::string target;  // describe_target() of the base
   int exit_code = 0;   // its own exit code
   std::vector<gate::CheckResult> results;
-  std::string tree_hash;   // the cache key (empty: a reference base, never cached)
+  std::string tree_hash;  // the cache key (empty: a reference base, never cached)
   bool from_cache = false;
 };
 
@@ -43,9 +43,9 @@ struct BasePlan {
   std::string inside;                 // --base-ref: NEW's folder relative to that top ("" or "." at the top)
 };
 
-/// The base of `spec` (its base_megatron_path) or the flags name, validated before any check runs: nullopt without base flags; bad usage
-/// (a base flag on the wrong target, two bases, --base-ref where NEW is no git checkout, a ref that is no commit
-/// there, a --base-megatron-path without megatron/core) is invalid_argument.
+/// The base of `spec` (its base_megatron_path) or the flags name, validated before any check runs: nullopt without base
+/// flags; bad usage (a base flag on the wrong target, two bases, --base-ref where NEW is no git checkout, a ref that is
+/// no commit there, a --base-megatron-path without megatron/core) is invalid_argument.
 Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseFlags& flags);
 
 /// The base's verdicts: read from the cache when its key (the base tree, the harness and its `corpus`,
@@ -53,7 +53,6 @@ Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseF
 /// else `run` against the base (a --base-ref worktree made first and removed after, also on SIGINT/SIGTERM, when
 /// the run folder goes) and stored. `cache_options`: the gate options that change the checks or their verdicts.
 Result<BaseVerdicts> base_verdicts(const BasePlan& plan, const BaseFlags& flags, const std::string& corpus,
-                                   const std::string& cache_options, const GateSideRunner& run,
-                                   std::ostream& progress);
+                                   const std::string& cache_options, const GateSideRunner& run, std::ostream& progress);
 
 }  // namespace ih::cli

@@ -364,8 +364,8 @@ int gate_command(const std::vector<std::string>& argv) {
   if (*base) {
     const BaseVerdicts& b = **base;
     const auto delta = gate::gate_delta(b.results, side->results);
-    side->run.base = report::BaseRun{b.target, b.exit_code, gate::verdict_counts(b.results), b.tree_hash,
-                                     b.from_cache, delta};
+    side->run.base =
+        report::BaseRun{b.target, b.exit_code, gate::verdict_counts(b.results), b.tree_hash, b.from_cache, delta};
     side->run.exit_code = gate::exit_with_delta(side->run.exit_code, delta);
   }
   return finish_gate(*args, *side, progress);

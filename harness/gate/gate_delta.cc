@@ -34,8 +34,9 @@ std::optional<ChangeKind> change_of(const CheckResult& base, const CheckResult& 
       return b == Outcome::known_finding ? ChangeKind::failing_differently : ChangeKind::new_failure;
     case Outcome::known_finding:
       if (b == Outcome::failed) return ChangeKind::known_now;
-      return b == Outcome::passed ? ChangeKind::new_failure : b == Outcome::not_run ? ChangeKind::runs_now
-                                                                                    : ChangeKind::verdict_again;
+      return b == Outcome::passed    ? ChangeKind::new_failure
+             : b == Outcome::not_run ? ChangeKind::runs_now
+                                     : ChangeKind::verdict_again;
     case Outcome::not_run: return is_verdict(b) ? ChangeKind::stopped_running : ChangeKind::verdict_again;
     case Outcome::harness_error:
     case Outcome::timeout: return no_verdict(b) ? std::nullopt : std::optional(ChangeKind::no_verdict_now);
@@ -96,17 +97,19 @@ std::vector<Change> gate_delta(const std::vector<CheckResult>& base, const std::
       CheckResult absent = r;
       absent.answer = CheckAnswer{};
       absent.answer.outcome = Outcome::not_run;
-      if (const auto kind = change_of(absent, r)) delta.push_back({check, *kind, "absent", verdict_word(r), r.answer.detail});
+      if (const auto kind = change_of(absent, r))
+        delta.push_back({check, *kind, "absent", verdict_word(r), r.answer.detail});
       continue;
     }
     const CheckResult& b = *found->second;
     on_base.erase(found);
-    if (const auto kind = change_of(b, r)) delta.push_back({check, *kind, verdict_word(b), verdict_word(r), r.answer.detail});
+    if (const auto kind = change_of(b, r))
+      delta.push_back({check, *kind, verdict_word(b), verdict_word(r), r.answer.detail});
   }
   for (const CheckResult& b : base)  // in the base's order
     if (on_base.count(gate_check_name(b.group, b.name)))
-      delta.push_back({gate_check_name(b.group, b.name), ChangeKind::only_on_base, verdict_word(b), "absent",
-                       b.answer.detail});
+      delta.push_back(
+          {gate_check_name(b.group, b.name), ChangeKind::only_on_base, verdict_word(b), "absent", b.answer.detail});
   std::stable_sort(delta.begin(), delta.end(),
                    [](const Change& x, const Change& y) { return rank_of(x) < rank_of(y); });
   return delta;
@@ -135,8 +138,10 @@ std::string change_section(const std::string& base_target, const std::vector<Cha
   if (delta.empty()) return out.str() + "none (every check's verdict is the base's)\n";
   out << delta.size() << (delta.size() == 1 ? " check differs" : " checks differ") << "\n";
   for (const Change& c : delta) {
-    out << (c.worse() ? "WORSE " : c.kind == ChangeKind::no_verdict_now ? "NO VERDICT " : "CHANGED ") << c.check
-        << ": " << c.now << " (base: " << c.base << ") " << to_string(c.kind) << "\n";
+    out << (c.worse()                              ? "WORSE "
+            : c.kind == ChangeKind::no_verdict_now ? "NO VERDICT "
+                                                   : "CHANGED ")
+        << c.check << ": " << c.now << " (base: " << c.base << ") " << to_string(c.kind) << "\n";
     if (!c.detail.empty()) out << "      " << c.detail.substr(0, c.detail.find('\n')) << "\n";
   }
   return out.str();

@@ -30,10 +30,10 @@ std::string_view to_string(ChangeKind kind);
 
 /// One check whose verdict differs.
 struct Change {
-  std::string check;                // "gate/<group>/<name>"
+  std::string check;  // "gate/<group>/<name>"
   ChangeKind kind = ChangeKind::new_failure;
-  std::string base, now;            // each side's verdict word: verdict_word() ("absent" where it had no such check)
-  std::string detail;               // the new side's failure or reason (the base's for only_on_base)
+  std::string base, now;  // each side's verdict word: verdict_word() ("absent" where it had no such check)
+  std::string detail;     // the new side's failure or reason (the base's for only_on_base)
   /// Whether the change made the check worse: new_failure, failing_differently and stopped_running (a check that
   /// did not run is never a pass). A harness error or timeout now is no verdict either way: its exit is the gate's.
   bool worse() const;

@@ -114,8 +114,8 @@ std::string delta_junit(const BaseRun& base) {
 /// The change first in summary.md: the base's verdict, then a table of the checks whose verdict differs.
 std::string delta_markdown(const BaseRun& base) {
   std::ostringstream out;
-  out << "### The change, " << gate::delta_counts(base.delta) << "\n\nBase: `"
-      << markdown_cell(base.target) << "`: " << verdict_word(base.exit_code) << " " << base.verdict_counts
+  out << "### The change, " << gate::delta_counts(base.delta) << "\n\nBase: `" << markdown_cell(base.target)
+      << "`: " << verdict_word(base.exit_code) << " " << base.verdict_counts
       << (base.from_cache ? " (from the cache)" : "") << "\n\n";
   if (base.delta.empty()) return out.str() + "Every check's verdict is the base's.\n\n";
   out << "| change | check | now | base | detail |\n|---|---|---|---|---|\n";
@@ -151,16 +151,16 @@ std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& 
   json::Json counts = json::Json::object();
   for (const auto& [outcome, n] : counts_of(results)) counts[std::string(to_string(outcome))] = n;
   json::Json report{{"ok", run.exit_code == kExitOk},
-                          {"verdict", verdict_word(run.exit_code)},
-                          {"exit_code", run.exit_code},
-                          {"target", run.target},
-                          {"seed", run.seed},
-                          {"property_cases", run.property_cases},
-                          {"require_all", run.require_all},
-                          {"verdict_line", verdict_line(run, results)},
-                          {"stale_findings", gate::stale_findings(results)},
-                          {"counts", counts},
-                          {"checks", checks}};
+                    {"verdict", verdict_word(run.exit_code)},
+                    {"exit_code", run.exit_code},
+                    {"target", run.target},
+                    {"seed", run.seed},
+                    {"property_cases", run.property_cases},
+                    {"require_all", run.require_all},
+                    {"verdict_line", verdict_line(run, results)},
+                    {"stale_findings", gate::stale_findings(results)},
+                    {"counts", counts},
+                    {"checks", checks}};
   if (run.base) {  // after every key of a gate without a base, which keep their places
     report["base"] = base_json(*run.base);
     report["delta"] = delta_json(run.base->delta);
@@ -227,8 +227,9 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
   auto counts = counts_of(results);
   std::ostringstream out;
   out << "## interop-harness gate: " << verdict_word(run.exit_code) << " " << gate::verdict_counts(results) << "\n\n"
-      << (run.base ? delta_markdown(*run.base) : "") << "Target: `" << markdown_cell(run.target) << "`  \nSeed " << run.seed << ", " << run.property_cases
-      << " cases per property" << (run.require_all ? ", every check required to run" : "") << ".\n\n"
+      << (run.base ? delta_markdown(*run.base) : "") << "Target: `" << markdown_cell(run.target) << "`  \nSeed "
+      << run.seed << ", " << run.property_cases << " cases per property"
+      << (run.require_all ? ", every check required to run" : "") << ".\n\n"
       << "| passed | failed | known finding | not run | harness error | timeout |\n|---|---|---|---|---|---|\n"
       << "| " << counts[Outcome::passed] << " | " << counts[Outcome::failed] << " | " << counts[Outcome::known_finding]
       << " | " << counts[Outcome::not_run] << " | " << counts[Outcome::harness_error] << " | "

@@ -33,10 +33,10 @@ Result<TargetKind> parse_target_kind(std::string_view word);
 
 struct TargetSpec {
   TargetKind target = TargetKind::reference;
-  std::optional<std::string> mutant;         // a planted bug (C++ registry for reference, Python for megatron)
-  std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
-  std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
-  std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
+  std::optional<std::string> mutant;              // a planted bug (C++ registry for reference, Python for megatron)
+  std::optional<std::string> megatron_path;       // a Megatron-LM checkout (megatron only)
+  std::optional<std::string> candidate;           // a candidate design applied to that Megatron (megatron only)
+  std::optional<std::string> fix;                 // a declared optional fix of Megatron's code (megatron only)
   std::optional<std::string> base_megatron_path;  // the BASE Megatron-LM tree of a change (not written into tokens)
 };
 
