@@ -74,18 +74,6 @@ bool Change::worse() const {
          kind == ChangeKind::stopped_running;
 }
 
-std::string verdict_word(const CheckResult& r) {
-  switch (r.answer.outcome) {
-    case Outcome::passed: return r.answer.detail.empty() ? "passed" : "passed (stale finding)";
-    case Outcome::failed: return "FAILED";
-    case Outcome::known_finding: return "known finding";
-    case Outcome::not_run: return "NOT RUN";
-    case Outcome::harness_error: return "HARNESS ERROR";
-    case Outcome::timeout: return "TIMEOUT";
-  }
-  return "?";
-}
-
 std::vector<Change> gate_delta(const std::vector<CheckResult>& base, const std::vector<CheckResult>& now) {
   std::map<std::string, const CheckResult*> on_base;
   for (const CheckResult& r : base) on_base[gate_check_name(r.group, r.name)] = &r;
@@ -98,18 +86,18 @@ std::vector<Change> gate_delta(const std::vector<CheckResult>& base, const std::
       absent.answer = CheckAnswer{};
       absent.answer.outcome = Outcome::not_run;
       if (const auto kind = change_of(absent, r))
-        delta.push_back({check, *kind, "absent", verdict_word(r), r.answer.detail});
+        delta.push_back({check, *kind, "absent", progress_word(r), r.answer.detail});
       continue;
     }
     const CheckResult& b = *found->second;
     on_base.erase(found);
     if (const auto kind = change_of(b, r))
-      delta.push_back({check, *kind, verdict_word(b), verdict_word(r), r.answer.detail});
+      delta.push_back({check, *kind, progress_word(b), progress_word(r), r.answer.detail});
   }
   for (const CheckResult& b : base)  // in the base's order
     if (on_base.count(gate_check_name(b.group, b.name)))
       delta.push_back(
-          {gate_check_name(b.group, b.name), ChangeKind::only_on_base, verdict_word(b), "absent", b.answer.detail});
+          {gate_check_name(b.group, b.name), ChangeKind::only_on_base, progress_word(b), "absent", b.answer.detail});
   std::stable_sort(delta.begin(), delta.end(),
                    [](const Change& x, const Change& y) { return rank_of(x) < rank_of(y); });
   return delta;

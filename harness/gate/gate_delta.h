@@ -32,7 +32,7 @@ std::string_view to_string(ChangeKind kind);
 struct Change {
   std::string check;  // "gate/<group>/<name>"
   ChangeKind kind = ChangeKind::new_failure;
-  std::string base, now;  // each side's verdict word: verdict_word() ("absent" where it had no such check)
+  std::string base, now;  // each side's verdict: progress_word() ("absent" where it had no such check)
   std::string detail;     // the new side's failure or reason (the base's for only_on_base)
   /// Whether the change made the check worse: new_failure, failing_differently and stopped_running (a check that
   /// did not run is never a pass). A harness error or timeout now is no verdict either way: its exit is the gate's.
@@ -43,10 +43,6 @@ struct Change {
 /// Same results on both sides: none.
 std::vector<Change> gate_delta(const std::vector<CheckResult>& base, const std::vector<CheckResult>& now);
 
-/// A check's verdict word in the change section: "passed", "passed (stale finding)", "FAILED", "known finding",
-/// "NOT RUN", "HARNESS ERROR", "TIMEOUT".
-std::string verdict_word(const CheckResult& r);
-
 /// The gate's exit with a base: 1 when the change made a check worse, else the new tree's own exit (`absolute`,
 /// which already says 1 for every FAILED check, whatever the base did).
 int exit_with_delta(int absolute, const std::vector<Change>& delta);
@@ -55,7 +51,7 @@ int exit_with_delta(int absolute, const std::vector<Change>& delta);
 std::string delta_counts(const std::vector<Change>& delta);
 
 /// The change section the gate prints first: a heading naming the base and the count, then one line per change,
-/// "WORSE <check>: FAILED (base: passed) new_failure" with its detail indented; "none" when empty.
+/// "WORSE <check>: FAILED (base: ok) new_failure" with its detail indented; "none" when empty.
 std::string change_section(const std::string& base_target, const std::vector<Change>& delta);
 
 }  // namespace ih::gate

@@ -42,7 +42,7 @@ TEST(GateDelta, ANewFailureIsWorseAndFailsTheGateEvenWhereTheNewTreeAloneWouldGi
   ASSERT_EQ(delta.size(), 1u);
   EXPECT_EQ(delta[0].kind, ChangeKind::new_failure);
   EXPECT_TRUE(delta[0].worse());
-  EXPECT_EQ(delta[0].base, "passed");
+  EXPECT_EQ(delta[0].base, "ok");
   EXPECT_EQ(delta[0].now, "FAILED");
   EXPECT_EQ(exit_with_delta(kExitHarnessError, delta), kExitCheckFailed);
   EXPECT_EQ(exit_with_delta(kExitOk, delta), kExitCheckFailed);
@@ -60,7 +60,7 @@ TEST(GateDelta, FixedAndAStaleFindingAreBetterAndLeaveTheExitToTheNewTree) {
   const auto stale = one(result("a", Outcome::known_finding, "x"), result("a", Outcome::passed, "no longer ..."));
   ASSERT_EQ(stale.size(), 1u);
   EXPECT_EQ(stale[0].kind, ChangeKind::finding_stale);
-  EXPECT_EQ(stale[0].now, "passed (stale finding)");
+  EXPECT_EQ(stale[0].now, "ok (known finding no longer reproduces)");
   EXPECT_EQ(delta_counts(stale), "against base: 0 worse, 1 better, 0 other");
 }
 
@@ -138,11 +138,11 @@ TEST(GateDelta, WorseChangesComeFirstInTheSection) {
   const std::string section = change_section("megatron at /base", delta);
   EXPECT_EQ(section,
             "CHANGE against base megatron at /base: 3 checks differ\n"
-            "WORSE gate/g/broke: FAILED (base: passed) new_failure\n"
+            "WORSE gate/g/broke: FAILED (base: ok) new_failure\n"
             "      element 3 wrong\n"
-            "NO VERDICT gate/g/crashed: HARNESS ERROR (base: passed) no_verdict_now\n"
+            "NO VERDICT gate/g/crashed: HARNESS ERROR (base: ok) no_verdict_now\n"
             "      adapter died\n"
-            "CHANGED gate/g/fixed: passed (base: FAILED) fixed\n");
+            "CHANGED gate/g/fixed: ok (base: FAILED) fixed\n");
   EXPECT_EQ(delta_counts(delta), "against base: 1 worse, 1 better, 1 other");
 }
 

@@ -27,8 +27,8 @@ def test_a_planted_mutant_against_its_base_lists_the_worse_checks_first(run, tmp
     change = out.index("CHANGE against base reference: 2 checks differ")
     assert change < out.index("group   "), "the change comes before the absolute table"
     lines = out[change:].splitlines()
-    assert lines[1] == "WORSE gate/pinned-layer-maps/'M*-M*E': FAILED (base: passed) new_failure"
-    assert lines[3] == "WORSE gate/properties/error_parity: FAILED (base: passed) new_failure"
+    assert lines[1] == "WORSE gate/pinned-layer-maps/'M*-M*E': FAILED (base: ok) new_failure"
+    assert lines[3] == "WORSE gate/properties/error_parity: FAILED (base: ok) new_failure"
     assert out.splitlines()[-1] == (
         "gate: FAILED (2 failed, 118 passed, 4 known findings), against base: 2 worse, 0 better, 0 other")
     with open(os.path.join(report, "report.json")) as f:
