@@ -279,6 +279,9 @@ Result<BaseVerdicts> base_verdicts(const BasePlan& plan, const BaseFlags& flags,
     worktree = std::move(made);
     const fs::path tree = plan.inside == "." ? fs::path(worktree->path()) : fs::path(worktree->path()) / plan.inside;
     spec.megatron_path = tree.lexically_normal().string();
+    if (!validated(spec).ok())  // e.g. NEW is a folder git ignores inside another project's checkout
+      return invalid("--base-ref " + *plan.commit + " of " + plan.repository + " has no megatron/core/__init__.py at " +
+                     plan.inside);
     progress << "INFO: base: a worktree of " << *plan.commit << " at " << worktree->path() << "\n" << std::flush;
   }
   const bool cached = !flags.no_base_cache && spec.target == TargetKind::megatron && spec.megatron_path;

@@ -156,3 +156,15 @@ def test_base_flags_of_megatron_on_the_reference_and_a_base_ref_without_a_checko
     assert run("gate", "--base-megatron-path", str(tmp_path)).returncode == 2
     no_git = run("gate", "--target", "megatron", "--base-ref", "HEAD")
     assert no_git.returncode == 2 and "--base-ref needs --megatron-path" in no_git.stderr
+
+
+def test_a_base_ref_whose_tree_has_no_megatron_at_news_place_is_refused(cli, corpus, fake_megatron):
+    repo, env = fake_megatron
+    inner = repo / "ignored" / "megatron-lm"  # a tree git does not track, inside another checkout
+    (inner / "megatron" / "core").mkdir(parents=True)
+    (inner / "megatron" / "core" / "__init__.py").write_text("")
+    result = subprocess.run([cli, "gate", "--target", "megatron", "--megatron-path", str(inner), "--corpus", corpus,
+                             "--base-ref", "HEAD"], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stdout[-500:] + result.stderr[-500:]
+    assert "has no megatron/core/__init__.py at ignored/megatron-lm" in result.stderr
+    assert worktree_count(repo) == 1
