@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ make pkg-config git python3 python3-venv python3-pytest
   libgtest-dev librapidcheck-dev nlohmann-json3-dev libbenchmark-dev
-  libopenmpi-dev openmpi-bin ccache clang-format
+  libopenmpi-dev openmpi-bin ccache clang-format libssl-dev
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
 )
 

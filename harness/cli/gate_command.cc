@@ -10,6 +10,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/gate_base.h"
 #include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
@@ -28,7 +29,6 @@ constexpr std::int64_t kMaxModelDumps = 1'000;
 /// The options of every command that runs the gate's checks: the target and the budget.
 struct TargetOptions : GivenFlags {
   std::optional<std::string> target, megatron_path, mutant, candidate, fix, corpus;
-  std::optional<std::string> base_megatron_path;  // gate only
   std::int64_t seed = 1;
   std::int64_t property_cases = 25;  // 5 against megatron unless given
   std::int64_t model_dumps = gate::kGeneratedModelDumps;
@@ -61,19 +61,16 @@ Flag<O> property_cases_flag() {
           kMaxPropertyCases};
 }
 
-struct GateOptions : TargetOptions {
+struct GateOptions : TargetOptions, BaseFlags {
   bool require_all = false, json = false, list_mutants = false;
-  std::optional<std::string> allow_not_run, report;
+  std::optional<std::string> allow_not_run, report, base_megatron_path;
 };
 
 const std::vector<Flag<GateOptions>> kGateFlags = [] {
   using G = GateOptions;
   std::vector<Flag<G>> flags = target_flags<G>();
   flags.insert(flags.end(),
-               {{"base-megatron-path", &G::base_megatron_path,
-                 "megatron: the BASE Megatron-LM tree of the change --megatron-path holds; every real scenario also "
-                 "runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group real-roundtrip-cross)"},
-                {"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
+               {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
                  std::numeric_limits<std::int64_t>::max()},
                 property_cases_flag<G>(),
                 model_dumps_flag<G>(),
@@ -82,7 +79,19 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                  "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
                 {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
                 {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
-                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"}});
+                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"},
+                {"base-megatron-path", &G::base_megatron_path,
+                 "megatron: gate this Megatron-LM tree too, as the base of the change, and print the change first; every "
+                 "real scenario also runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group "
+                 "real-roundtrip-cross)"},
+                {"base-ref", &G::base_ref,
+                 "megatron: the base is this revision of the --megatron-path git checkout (a temporary worktree)"},
+                {"base-without-mutant", &G::base_without_mutant,
+                 "the base is the same target without --mutant (the change is the planted mutant; without one, none)"},
+                {"base-cache", &G::base_cache,
+                 "where a base's verdicts are cached by its tree's content hash (default "
+                 "~/.cache/interop-harness/gate-base)"},
+                {"no-base-cache", &G::no_base_cache, "gate the base again, neither reading nor writing the cache"}});
   return flags;
 }();
 
@@ -109,12 +118,7 @@ const std::vector<Flag<ReproOptions>> kReproFlags = {
 std::string corpus_of(const TargetOptions& options) { return options.corpus.value_or(install::corpus_dir().string()); }
 
 Result<TargetSpec> spec_of(const TargetOptions& options) {
-  IH_TRY_ASSIGN(
-      spec, validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix));
-  if (options.base_megatron_path && (spec.target != TargetKind::megatron || !spec.megatron_path))
-    return make_error(ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW");
-  spec.base_megatron_path = options.base_megatron_path;
-  return spec;
+  return validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix);
 }
 
 /// The options that change which checks exist and what they generate.
@@ -265,11 +269,90 @@ std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) 
 
 }  // namespace
 
+namespace {
+
+/// One side of a gate run: its target (kept for the report's pictures), run header and results.
+struct SideRun {
+  std::unique_ptr<Implementation> target;
+  report::GateRun run;
+  std::vector<gate::CheckResult> results;
+};
+
+/// Runs the gate's checks against `spec`, its target line and budget first. Bad checks are invalid_argument; a
+/// target that cannot start keeps its own kind.
+Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const gate::KnownFindings& known,
+                         std::ostream& progress) {
+  const Budget budget = budget_of(args, spec);
+  CrossRunners cross;  // only NEW's side has a base to run across
+  if (spec.base_megatron_path)
+    cross = {cross_version_runner(spec, progress, CrossVersion::base_to_new),
+             cross_version_runner(spec, progress, CrossVersion::new_to_base)};
+  auto checks =
+      all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress), cross);
+  if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
+  IH_TRY_ASSIGN(target, make_target(spec));
+  report::GateRun run{describe_target(*target, spec), budget.seed, budget.property_cases, args.require_all, 0, {}};
+  progress << "INFO: gate target " << run.target << "\n"
+           << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
+           << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
+  ReproToken base = base_token(spec, budget, args);
+  add_target_identity(base, *target);
+  auto results = gate::run_checks(*target, *checks, base, known, progress);
+  if (run.require_all) require_all(results, args.allow_not_run.value_or(""));
+  run.exit_code = exit_code_of(outcomes_of(results));
+  return SideRun{std::move(target), std::move(run), std::move(results)};
+}
+
+/// The gate options that change a base's checks or their verdicts (its cache key): the token's options without
+/// the tree's path, and --require-all with what it allows.
+std::string base_cache_options(const GateOptions& args, const TargetSpec& base) {
+  ReproToken token = base_token(base, budget_of(args, base), args);
+  token.options.erase("megatron-path");
+  if (args.require_all) token.options["require-all"] = args.allow_not_run.value_or("");
+  return to_string(token);
+}
+
+/// The base's verdicts (nullopt without one), gated first in this process or read from the cache.
+Result<std::optional<BaseVerdicts>> gate_base_of(const BasePlan* plan, const GateOptions& args,
+                                                 const gate::KnownFindings& known, std::ostream& progress) {
+  if (!plan) return std::optional<BaseVerdicts>();
+  const GateSideRunner run = [&](const TargetSpec& spec, std::ostream& out) -> Result<BaseVerdicts> {
+    IH_TRY_ASSIGN(side, run_side(spec, args, known, out));
+    return BaseVerdicts{side.run.target, side.run.exit_code, std::move(side.results), "", false};
+  };
+  IH_TRY_ASSIGN(base, base_verdicts(*plan, args, budget_of(args, plan->spec).corpus,
+                                    base_cache_options(args, plan->spec), run, progress));
+  progress << "INFO: base: " << gate::verdict_line(base.exit_code, base.results) << "\nINFO: gating the change\n";
+  return std::optional<BaseVerdicts>(std::move(base));
+}
+
+/// The reports and the console's end of a run: the change first (with a base), the table, the REPRO lines, the
+/// verdict line.
+int finish_gate(const GateOptions& args, SideRun& side, std::ostream& progress) {
+  const report::GateRun& run = side.run;
+  // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
+  const Status written =
+      args.report ? report::write_gate_reports(*args.report, run, side.results, *side.target) : Status(Ok{});
+  progress << "\n";
+  if (run.base) progress << gate::change_section(run.base->target, run.base->delta) << "\n";
+  progress << gate::summary_table(side.results);
+  for (const gate::CheckResult& r : side.results)
+    if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
+      progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
+  progress << report::verdict_line(run, side.results) << "\n";
+  if (args.json) std::cout << report::gate_json(run, side.results);
+  if (!written.ok()) return report_error(written.error(), kExitHarnessError);
+  return run.exit_code;
+}
+
+}  // namespace
+
 int gate_command(const std::vector<std::string>& argv) {
   int exit_code = kExitOk;
   const auto args = open_command(argv,
                                  "interop-harness gate [--target reference|megatron] [--megatron-path DIR] [--mutant "
-                                 "M] [--candidate shard-split] [--fix to_state_dict_order] [--report DIR]",
+                                 "M] [--candidate shard-split] [--fix to_state_dict_order] [--report DIR] "
+                                 "[--base-megatron-path DIR | --base-ref REF | --base-without-mutant]",
                                  kGateFlags, exit_code);
   if (!args) return exit_code;
   auto spec = spec_of(*args);
@@ -277,45 +360,32 @@ int gate_command(const std::vector<std::string>& argv) {
   if (args->list_mutants) return list_mutants(*spec, args->json);
   // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
+  spec->base_megatron_path = args->base_megatron_path;
+  if (spec->base_megatron_path && spec->target == TargetKind::megatron && !spec->megatron_path)
+    return report_error({ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW"},
+                        kExitBadInput);
+  const auto plan = base_plan_of(*spec, *args);  // a bad base is refused before anything runs
+  if (!plan.ok()) return report_error(plan.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
   if (args->report) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
-  const Budget budget = budget_of(*args, *spec);
-  std::ostream& progress = args->json ? std::cerr : std::cout;
-  CrossRunners cross;
-  if (spec->base_megatron_path)
-    cross = {cross_version_runner(*spec, progress, CrossVersion::base_to_new),
-             cross_version_runner(*spec, progress, CrossVersion::new_to_base)};
-  auto checks =
-      all_checks(budget, spec->target != TargetKind::reference, real_roundtrip_runner(*spec, progress), cross);
-  if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  auto known = gate::load_known_findings(budget.corpus);
+  auto known = gate::load_known_findings(budget_of(*args, *spec).corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
-  auto target = make_target(*spec);
-  if (!target.ok()) return report_error(target.error());
-
-  report::GateRun run{describe_target(**target, *spec), budget.seed, budget.property_cases, args->require_all, 0};
-  progress << "INFO: gate target " << run.target << "\n"
-           << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()
-           << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
-  ReproToken base = base_token(*spec, budget, *args);
-  add_target_identity(base, **target);
-  auto results = gate::run_checks(**target, *checks, base, *known, progress);
-  if (run.require_all) require_all(results, args->allow_not_run.value_or(""));
-  run.exit_code = exit_code_of(outcomes_of(results));
-  // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
-  const Status written =
-      args->report ? report::write_gate_reports(*args->report, run, results, **target) : Status(Ok{});
-  progress << "\n" << gate::summary_table(results);
-  for (const gate::CheckResult& r : results)
-    if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
-      progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
-  progress << gate::verdict_line(run.exit_code, results) << "\n";
-  if (args->json) std::cout << report::gate_json(run, results);
-  if (!written.ok()) return report_error(written.error(), kExitHarnessError);
-  return run.exit_code;
+  std::ostream& progress = args->json ? std::cerr : std::cout;
+  auto base = gate_base_of(plan->has_value() ? &**plan : nullptr, *args, *known, progress);
+  if (!base.ok()) return report_error(base.error());
+  auto side = run_side(*spec, *args, *known, progress);
+  if (!side.ok()) return report_error(side.error());
+  if (*base) {
+    const BaseVerdicts& b = **base;
+    const auto delta = gate::gate_delta(b.results, side->results);
+    side->run.base =
+        report::BaseRun{b.target, b.exit_code, gate::verdict_counts(b.results), b.tree_hash, b.from_cache, delta};
+    side->run.exit_code = gate::exit_with_delta(side->run.exit_code, delta);
+  }
+  return finish_gate(*args, *side, progress);
 }
 
 namespace {

@@ -174,6 +174,11 @@ CheckResult run_one(Implementation& target, const Check& check, const ReproToken
   return result;
 }
 
+constexpr std::array<Outcome, 6> kColumns = {Outcome::passed,  Outcome::failed,        Outcome::known_finding,
+                                             Outcome::not_run, Outcome::harness_error, Outcome::timeout};
+
+}  // namespace
+
 std::string progress_word(const CheckResult& r) {
   switch (r.answer.outcome) {
     case Outcome::passed: return r.answer.detail.empty() ? "ok" : "ok (known finding no longer reproduces)";
@@ -185,11 +190,6 @@ std::string progress_word(const CheckResult& r) {
   }
   return "?";
 }
-
-constexpr std::array<Outcome, 6> kColumns = {Outcome::passed,  Outcome::failed,        Outcome::known_finding,
-                                             Outcome::not_run, Outcome::harness_error, Outcome::timeout};
-
-}  // namespace
 
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
                                     const KnownFindings& known, std::ostream& progress) {

@@ -152,6 +152,10 @@ struct KnownFindings {
 };
 Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
 
+/// A check's verdict word, as its progress line ends: "ok", "ok (known finding no longer reproduces)", "FAILED",
+/// "NOT RUN", "known finding", "HARNESS ERROR", "TIMEOUT".
+std::string progress_word(const CheckResult& r);
+
 /// Runs the checks, printing "INFO: [i/n] group: name ... <outcome>" to `progress`. `base` carries
 /// the target and budget options every token of this run gets.
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,

@@ -67,7 +67,70 @@ std::string verdict_word(int exit_code) {
   }
 }
 
+json::Json base_json(const BaseRun& base) {
+  return {{"target", base.target},
+          {"exit_code", base.exit_code},
+          {"verdict", verdict_word(base.exit_code)},
+          {"verdict_counts", base.verdict_counts},
+          {"tree_hash", base.tree_hash},
+          {"from_cache", base.from_cache}};
+}
+
+json::Json delta_json(const std::vector<gate::Change>& delta) {
+  json::Json changes = json::Json::array();
+  int worse = 0;
+  for (const gate::Change& c : delta) {
+    worse += c.worse();
+    changes.push_back({{"name", c.check},
+                       {"change", std::string(gate::to_string(c.kind))},
+                       {"worse", c.worse()},
+                       {"base", c.base},
+                       {"new", c.now},
+                       {"detail", c.detail}});
+  }
+  return {{"counts", gate::delta_counts(delta)}, {"worse", worse}, {"changes", changes}};
+}
+
+/// The change as a JUnit suite of its own: one testcase per change, a failure for each worse one.
+std::string delta_junit(const BaseRun& base) {
+  int worse = 0;
+  for (const gate::Change& c : base.delta) worse += c.worse();
+  std::ostringstream out;
+  out << "  <testsuite name=\"change against base\" tests=\"" << base.delta.size() << "\" failures=\"" << worse
+      << "\" errors=\"0\" skipped=\"0\">\n"
+      << "    <properties>\n      <property name=\"base\" value=\"" << xml_escaped(base.target) << "\"/>\n"
+      << "      <property name=\"base_verdict\" value=\""
+      << xml_escaped(verdict_word(base.exit_code) + " " + base.verdict_counts) << "\"/>\n    </properties>\n";
+  for (const gate::Change& c : base.delta) {
+    const std::string what = std::string(gate::to_string(c.kind)) + ": " + c.now + " (base: " + c.base + ")";
+    out << "    <testcase classname=\"change\" name=\"" << xml_escaped(c.check) << "\">\n      "
+        << (c.worse() ? "<failure message=\"" : "<system-out>") << (c.worse() ? xml_escaped(what) + "\">" : "")
+        << xml_escaped((c.worse() ? "" : what + "\n") + c.detail) << (c.worse() ? "</failure>" : "</system-out>")
+        << "\n    </testcase>\n";
+  }
+  return out.str() + "  </testsuite>\n";
+}
+
+/// The change first in summary.md: the base's verdict, then a table of the checks whose verdict differs.
+std::string delta_markdown(const BaseRun& base) {
+  std::ostringstream out;
+  out << "### The change, " << gate::delta_counts(base.delta) << "\n\nBase: `" << markdown_cell(base.target)
+      << "`: " << verdict_word(base.exit_code) << " " << base.verdict_counts
+      << (base.from_cache ? " (from the cache)" : "") << "\n\n";
+  if (base.delta.empty()) return out.str() + "Every check's verdict is the base's.\n\n";
+  out << "| change | check | now | base | detail |\n|---|---|---|---|---|\n";
+  for (const gate::Change& c : base.delta)
+    out << "| " << (c.worse() ? "**WORSE** " : "") << gate::to_string(c.kind) << " | " << markdown_cell(c.check)
+        << " | " << c.now << " | " << c.base << " | " << markdown_cell(c.detail.substr(0, 300)) << " |\n";
+  return out.str() + "\n";
+}
+
 }  // namespace
+
+std::string verdict_line(const GateRun& run, const std::vector<gate::CheckResult>& results) {
+  const std::string line = gate::verdict_line(run.exit_code, results);
+  return run.base ? line + ", " + gate::delta_counts(run.base->delta) : line;
+}
 
 std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
   json::Json checks = json::Json::array();
@@ -87,17 +150,21 @@ std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& 
   }
   json::Json counts = json::Json::object();
   for (const auto& [outcome, n] : counts_of(results)) counts[std::string(to_string(outcome))] = n;
-  const json::Json report{{"ok", run.exit_code == kExitOk},
-                          {"verdict", verdict_word(run.exit_code)},
-                          {"exit_code", run.exit_code},
-                          {"target", run.target},
-                          {"seed", run.seed},
-                          {"property_cases", run.property_cases},
-                          {"require_all", run.require_all},
-                          {"verdict_line", gate::verdict_line(run.exit_code, results)},
-                          {"stale_findings", gate::stale_findings(results)},
-                          {"counts", counts},
-                          {"checks", checks}};
+  json::Json report{{"ok", run.exit_code == kExitOk},
+                    {"verdict", verdict_word(run.exit_code)},
+                    {"exit_code", run.exit_code},
+                    {"target", run.target},
+                    {"seed", run.seed},
+                    {"property_cases", run.property_cases},
+                    {"require_all", run.require_all},
+                    {"verdict_line", verdict_line(run, results)},
+                    {"stale_findings", gate::stale_findings(results)},
+                    {"counts", counts},
+                    {"checks", checks}};
+  if (run.base) {  // after every key of a gate without a base, which keep their places
+    report["base"] = base_json(*run.base);
+    report["delta"] = delta_json(run.base->delta);
+  }
   return json::dump(report) + "\n";
 }
 
@@ -105,10 +172,15 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
   auto counts = counts_of(results);
   double seconds = 0;
   for (const auto& r : results) seconds += r.seconds;
+  // With a base the change is a suite of its own, counted in the whole's totals.
+  const std::size_t changes = run.base ? run.base->delta.size() : 0;
+  int worse = 0;
+  if (run.base)
+    for (const gate::Change& c : run.base->delta) worse += c.worse();
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<testsuites name=\"interop-harness gate\" tests=\"" << results.size() << "\" failures=\""
-      << counts[Outcome::failed] << "\" errors=\"" << counts[Outcome::harness_error] + counts[Outcome::timeout]
+      << "<testsuites name=\"interop-harness gate\" tests=\"" << results.size() + changes << "\" failures=\""
+      << counts[Outcome::failed] + worse << "\" errors=\"" << counts[Outcome::harness_error] + counts[Outcome::timeout]
       << "\" skipped=\"" << counts[Outcome::not_run] << "\" time=\"" << seconds << "\">\n"
       << "  <testsuite name=\"gate\" tests=\"" << results.size() << "\" failures=\"" << counts[Outcome::failed]
       << "\" errors=\"" << counts[Outcome::harness_error] + counts[Outcome::timeout] << "\" skipped=\""
@@ -147,7 +219,7 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
     }
     out << "    </testcase>\n";
   }
-  out << "  </testsuite>\n</testsuites>\n";
+  out << "  </testsuite>\n" << (run.base ? delta_junit(*run.base) : "") << "</testsuites>\n";
   return out.str();
 }
 
@@ -155,8 +227,9 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
   auto counts = counts_of(results);
   std::ostringstream out;
   out << "## interop-harness gate: " << verdict_word(run.exit_code) << " " << gate::verdict_counts(results) << "\n\n"
-      << "Target: `" << markdown_cell(run.target) << "`  \nSeed " << run.seed << ", " << run.property_cases
-      << " cases per property" << (run.require_all ? ", every check required to run" : "") << ".\n\n"
+      << (run.base ? delta_markdown(*run.base) : "") << "Target: `" << markdown_cell(run.target) << "`  \nSeed "
+      << run.seed << ", " << run.property_cases << " cases per property"
+      << (run.require_all ? ", every check required to run" : "") << ".\n\n"
       << "| passed | failed | known finding | not run | harness error | timeout |\n|---|---|---|---|---|---|\n"
       << "| " << counts[Outcome::passed] << " | " << counts[Outcome::failed] << " | " << counts[Outcome::known_finding]
       << " | " << counts[Outcome::not_run] << " | " << counts[Outcome::harness_error] << " | "

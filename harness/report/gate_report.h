@@ -3,14 +3,27 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "harness/gate/gate.h"
+#include "harness/gate/gate_delta.h"
 #include "models/result.h"
 
 namespace ih::report {
+
+/// A gate with a base (--base-megatron-path, --base-ref, --base-without-mutant): the base gate's own verdict and
+/// the change from it.
+struct BaseRun {
+  std::string target;          // describe_target() of the base
+  int exit_code = 0;           // the base gate's own exit code
+  std::string verdict_counts;  // gate::verdict_counts() of the base's results
+  std::string tree_hash;       // its cache key ("" where it is not cached: the reference)
+  bool from_cache = false;
+  std::vector<gate::Change> delta;
+};
 
 /// What the run was: printed first by the gate, and the header of every report.
 struct GateRun {
@@ -19,7 +32,11 @@ struct GateRun {
   std::int64_t property_cases = 0;
   bool require_all = false;
   int exit_code = 0;
+  std::optional<BaseRun> base;
 };
+
+/// The gate's last line: gate::verdict_line, with a base followed by ", " and gate::delta_counts.
+std::string verdict_line(const GateRun& run, const std::vector<gate::CheckResult>& results);
 
 /// A failing check's picture: check name ("gate/<group>/<name>") -> SVG file name in the report folder.
 using Pictures = std::map<std::string, std::string>;
