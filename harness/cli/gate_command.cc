@@ -10,6 +10,7 @@
 #include "codec/json_codec.h"
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/gate_coverage.h"
 #include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
@@ -18,6 +19,7 @@
 #include "models/text.h"
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::cli {
 namespace {
@@ -61,8 +63,8 @@ Flag<O> property_cases_flag() {
 }
 
 struct GateOptions : TargetOptions {
-  bool require_all = false, json = false, list_mutants = false;
-  std::optional<std::string> allow_not_run, report;
+  bool require_all = false, json = false, list_mutants = false, coverage = false, require_changed_lines_run = false;
+  std::optional<std::string> allow_not_run, report, base_megatron_path;
 };
 
 const std::vector<Flag<GateOptions>> kGateFlags = [] {
@@ -78,7 +80,15 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                  "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
                 {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
                 {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
-                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"}});
+                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"},
+                {"coverage", &G::coverage,
+                 "megatron: record which lines of the --megatron-path tree every check ran (coverage.py); report the "
+                 "checkpoint path's functions never run (with --report: DIR/coverage/)"},
+                {"base-megatron-path", &G::base_megatron_path,
+                 "the BASE tree of the change being gated: coverage is on, and the change's lines no check ran are "
+                 "reported"},
+                {"require-changed-lines-run", &G::require_changed_lines_run,
+                 "with --base-megatron-path: a changed line no check ran fails the gate"}});
   return flags;
 }();
 
@@ -258,6 +268,7 @@ int gate_command(const std::vector<std::string>& argv) {
   if (!args) return exit_code;
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
+  spec->base_megatron_path = args->base_megatron_path;
   if (args->list_mutants) return list_mutants(*spec, args->json);
   // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
@@ -272,6 +283,8 @@ int gate_command(const std::vector<std::string>& argv) {
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
+  const auto measured = start_gate_coverage(args->coverage, args->require_changed_lines_run, *spec, args->report);
+  if (!measured.ok()) return report_error(measured.error(), kExitBadInput);
   auto target = make_target(*spec);
   if (!target.ok()) return report_error(target.error());
 
@@ -281,9 +294,19 @@ int gate_command(const std::vector<std::string>& argv) {
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
   ReproToken base = base_token(*spec, budget, *args);
   add_target_identity(base, **target);
-  auto results = gate::run_checks(**target, *checks, base, *known, progress);
+  auto results = gate::run_checks(**target, *checks, base, *known, progress,
+                                  *measured ? name_coverage_context : std::function<void(const gate::Check&)>());
   if (run.require_all) require_all(results, args->allow_not_run.value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
+  if (*measured) {  // read once every Megatron process ended; a failing check's picture asks a fresh adapter
+    target->reset();
+    if (const Status read = finish_gate_coverage(**measured, run, progress); !read.ok()) return report_error(read.error());
+    if (args->report && report::draws_pictures(results))
+      target = make_target(*spec);
+    else
+      target = std::unique_ptr<Implementation>(std::make_unique<ReferenceImplementation>());  // asked nothing
+    if (!target.ok()) return report_error(target.error());
+  }
   // A report that cannot be written still leaves the console verdict below; the exit says it was lost.
   const Status written =
       args->report ? report::write_gate_reports(*args->report, run, results, **target) : Status(Ok{});
@@ -291,7 +314,7 @@ int gate_command(const std::vector<std::string>& argv) {
   for (const gate::CheckResult& r : results)
     if (gate::has_repro(r) && r.answer.outcome != Outcome::known_finding)
       progress << "REPRO: interop-harness repro " << to_string(r.token) << "\n";
-  progress << gate::verdict_line(run.exit_code, results) << "\n";
+  progress << gate::verdict_line(run.exit_code, results) << run.verdict_suffix << "\n";
   if (args->json) std::cout << report::gate_json(run, results);
   if (!written.ok()) return report_error(written.error(), kExitHarnessError);
   return run.exit_code;

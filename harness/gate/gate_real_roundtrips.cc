@@ -14,9 +14,9 @@ std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenari
   std::vector<Check> out;
   for (const auto& [save_ranks, load_ranks] : directions)
     for (const std::string& scenario : scenarios) {
-      const std::string name = scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
+      const std::string name = real_roundtrip_check(scenario, save_ranks, load_ranks);
       out.push_back(
-          Check::typed("real-roundtrips", name, [=, runner = runner](Implementation& target) -> Result<Violations> {
+          Check::typed(kRealRoundTripGroup, name, [=, runner = runner](Implementation& target) -> Result<Violations> {
             if (!runner) return unsupported(target.name(), "real round trips (no round-trip worlds in this command)");
             IH_TRY_ASSIGN(result, runner(target, scenario, save_ranks, load_ranks));
             const std::string first = result.problems.empty() ? std::string() : "; " + result.problems.front();

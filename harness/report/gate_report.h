@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/json_codec.h"
 #include "harness/gate/gate.h"
 #include "models/result.h"
 
@@ -19,6 +20,9 @@ struct GateRun {
   std::int64_t property_cases = 0;
   bool require_all = false;
   int exit_code = 0;
+  json::Json coverage;           // gate --coverage: report.json's "coverage" object (null: no coverage)
+  std::string coverage_summary;  // ... summary.md's section
+  std::string verdict_suffix;    // ... and what the verdict line gains (", 0 changed lines not run")
 };
 
 /// A failing check's picture: check name ("gate/<group>/<name>") -> SVG file name in the report folder.
@@ -35,6 +39,9 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
 /// the other three); names the file it could not write.
 Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results,
                           Implementation& target);
+
+/// Whether write_gate_reports asks its target anything: a failing check with an in_proj layout to draw.
+bool draws_pictures(const std::vector<gate::CheckResult>& results);
 
 /// Whether a file name in a report folder is one write_gate_reports writes (or its .partial): the
 /// files the gate removes from a reused folder before a run, so none of an earlier run's are left.

@@ -5,6 +5,7 @@
 #include <memory>
 #include <tuple>
 
+#include "harness/coverage/coverage_context.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/roundtrip/roundtrip_session.h"
 #include "harness/targets/targets.h"
@@ -20,8 +21,11 @@ constexpr std::pair<std::int64_t, std::int64_t> kGateDirections[] = {{4, 2}};
 
 /// The session options of a gate's batch: the target's Megatron and mutant, a described plan.
 RoundTripSessionOptions session_options(const TargetSpec& spec, const std::filesystem::path& work,
-                                        std::ostream& progress) {
+                                        std::int64_t save_ranks, std::int64_t load_ranks, std::ostream& progress) {
   RoundTripSessionOptions o;
+  // With coverage on, each rank records each scenario under its own check (one world runs a whole direction).
+  o.worlds.environment = coverage::rank_environment(
+      gate_check_name(gate::kRealRoundTripGroup, gate::real_roundtrip_check("{scenario}", save_ranks, load_ranks)));
   o.worlds.python = default_megatron_python();
   o.worlds.megatron_path = spec.megatron_path;
   o.worlds.mutant = spec.mutant;
@@ -63,7 +67,7 @@ Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string
     scenarios.push_back(std::move(s));
   }
   IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
-  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios), session_options(spec, work.path(), progress)));
+  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios), session_options(spec, work.path(), a, b, progress)));
   return outcomes_of(report);
 }
 

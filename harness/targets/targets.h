@@ -37,6 +37,7 @@ struct TargetSpec {
   std::optional<std::string> megatron_path;  // a Megatron-LM checkout (megatron only)
   std::optional<std::string> candidate;      // a candidate design applied to that Megatron (megatron only)
   std::optional<std::string> fix;            // a declared optional fix of Megatron's code (megatron only)
+  std::optional<std::string> base_megatron_path;  // the BASE Megatron-LM tree of a change (not written into tokens)
 };
 
 /// The target options of a token (target, mutant, megatron-path, candidate, fix); a token naming an
