@@ -92,6 +92,7 @@ Result<LineContexts> read_coverage_json(const std::string& path, const std::stri
       } catch (const std::exception&) {
         return make_error(ErrorKind::invalid_argument, where + ": context line '" + line_text + "' is no number");
       }
+      if (line < 1) continue;  // coverage.py lists an empty file's line 0
       if (!contexts.is_array())
         return make_error(ErrorKind::invalid_argument, where + ": the contexts of line " + line_text + " are no list");
       auto& checks = lines[line];
