@@ -27,16 +27,22 @@ ALLOWED = {
     "harness/install": set(),
     "harness/process": {"models", "seam/error_kinds"},
     # The Megatron client answers the seam; the gate's checks ask the seam, never the client: no megatron -> gate.
-    "harness/megatron": {"harness/process", "harness/install", "codec", "seam", "models"},
+    # ... and names the gate check each request serves when coverage is on (harness/coverage/coverage_context).
+    "harness/megatron": {"harness/process", "harness/install", "harness/coverage/coverage_context", "codec", "seam",
+                         "models"},
+    # Line coverage of a Megatron tree: the check running, coverage.py's report read, the checkpoint path and a
+    # change's lines (coverage.py and git run through harness/process).
+    "harness/coverage": {"harness/process", "codec", "seam", "models"},
     # targets starts what a command needs of a target: the Implementation, and the gate's real round trips (the
     # round-trip session, handed to the gate as its runner type).
-    "harness/targets": {"harness/roundtrip", "harness/megatron", "harness/gate/real_roundtrip_runner", "mutants",
-                        "codec", "seam", "models"},
+    "harness/targets": {"harness/roundtrip", "harness/megatron", "harness/gate/real_roundtrip_runner",
+                        "harness/coverage/coverage_context", "mutants", "codec", "seam", "models"},
     "harness/gate": {"properties", "codec", "seam", "models"},
     "harness/report": {"harness/gate", "properties", "codec", "seam", "models"},
     "harness/roundtrip": {"harness/megatron", "harness/process", "harness/install", "properties", "codec", "seam",
                           "models"},
     "harness/cli": {"harness/gate", "harness/report", "harness/roundtrip", "harness/targets", "harness/megatron",
+                    "harness/coverage",
                     "harness/process", "harness/install", "properties", "mutants", "codec", "seam", "models"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

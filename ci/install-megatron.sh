@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Python environment behind the Megatron adapter
 # (harness/megatron/adapter/adapter.py): a virtual environment with torch and a pinned
-# megatron-core, both from PyPI, and pytest (the adapter's own tests, harness/megatron/adapter/tests/).
+# megatron-core, both from PyPI, pytest (the adapter's own tests, harness/megatron/adapter/tests/) and
+# coverage.py (gate --coverage).
 #
 # Usage: ci/install-megatron.sh [--megatron-path DIR] [--force]
 #
@@ -33,6 +34,8 @@ set -euo pipefail
 
 MEGATRON_CORE_VERSION=0.19.2
 TORCH_VERSION=${INTEROP_TORCH_VERSION:-2.15.0}
+# coverage.py with the sys.monitoring core and patch=fork that gate --coverage uses (docs/coverage.md).
+COVERAGE_VERSION=7.18.0
 VENV=${INTEROP_MEGATRON_VENV:-$HOME/.cache/interop-harness/megatron-venv}
 MARKER_NAME=interop-harness-installed.txt
 
@@ -70,6 +73,7 @@ marker_satisfies() {
   [ -x "$py" ] && [ -f "$marker" ] || return 1
   grep -qx "$want_torch" "$marker" || return 1
   grep -q '^pytest=' "$marker" || return 1  # a venv from before pytest joined: install it, nothing else changes
+  grep -qx "coverage=$COVERAGE_VERSION" "$marker" || return 1  # likewise coverage.py (gate --coverage)
   if [ -z "$megatron_path" ]; then
     grep -qx "$want_mcore" "$marker" || return 1
   fi
@@ -111,8 +115,8 @@ fi
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pip_quiet=(-q --disable-pip-version-check)
 
-log "installing torch==$TORCH_VERSION numpy packaging pytest (large CUDA wheels; several minutes)"
-"$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging pytest >&2
+log "installing torch==$TORCH_VERSION numpy packaging pytest coverage==$COVERAGE_VERSION (large CUDA wheels; several minutes)"
+"$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging pytest "coverage==$COVERAGE_VERSION" >&2
 
 mcore_line="megatron-core=external"
 if [ -z "$megatron_path" ]; then
@@ -131,13 +135,14 @@ fi
 "$py" - "$marker.tmp" "$want_torch" "$mcore_line" "$megatron_path" <<'EOF'
 import sys, importlib.metadata as md
 out, want_torch, mcore_line, mpath = sys.argv[1:5]
-import torch, numpy, packaging, pytest  # noqa: F401  (fail here, not in the adapter)
+import torch, numpy, packaging, pytest, coverage  # noqa: F401  (fail here, not in the adapter)
 lines = [want_torch, mcore_line,
          "python=%d.%d.%d" % sys.version_info[:3],
          "torch_installed=" + torch.__version__,
          "numpy=" + numpy.__version__,
          "packaging=" + md.version("packaging"),
-         "pytest=" + pytest.__version__]
+         "pytest=" + pytest.__version__,
+         "coverage=" + coverage.__version__]
 try:
     lines.append("megatron_core_installed=" + md.version("megatron-core"))
 except md.PackageNotFoundError:

@@ -11,6 +11,7 @@
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/gate_base.h"
+#include "harness/cli/gate_coverage.h"
 #include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
 #include "harness/install/data_dir.h"
@@ -19,6 +20,7 @@
 #include "models/text.h"
 #include "mutants/mutant_implementation.h"
 #include "properties/suite.h"
+#include "seam/reference_implementation.h"
 
 namespace ih::cli {
 namespace {
@@ -62,7 +64,7 @@ Flag<O> property_cases_flag() {
 }
 
 struct GateOptions : TargetOptions, BaseFlags {
-  bool require_all = false, json = false, list_mutants = false;
+  bool require_all = false, json = false, list_mutants = false, coverage = false, require_changed_lines_run = false;
   std::optional<std::string> allow_not_run, report, base_megatron_path;
 };
 
@@ -83,7 +85,7 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                 {"base-megatron-path", &G::base_megatron_path,
                  "megatron: gate this Megatron-LM tree too, as the base of the change, and print the change first; every "
                  "real scenario also runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group "
-                 "real-roundtrip-cross)"},
+                 "real-roundtrip-cross); coverage is on and the change's lines no check ran are reported"},
                 {"base-ref", &G::base_ref,
                  "megatron: the base is this revision of the --megatron-path git checkout (a temporary worktree)"},
                 {"base-without-mutant", &G::base_without_mutant,
@@ -91,7 +93,12 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                 {"base-cache", &G::base_cache,
                  "where a base's verdicts are cached by its tree's content hash (default "
                  "~/.cache/interop-harness/gate-base)"},
-                {"no-base-cache", &G::no_base_cache, "gate the base again, neither reading nor writing the cache"}});
+                {"no-base-cache", &G::no_base_cache, "gate the base again, neither reading nor writing the cache"},
+                {"coverage", &G::coverage,
+                 "megatron: record which lines of the --megatron-path tree every check ran (coverage.py); report the "
+                 "checkpoint path's functions never run (with --report: DIR/coverage/)"},
+                {"require-changed-lines-run", &G::require_changed_lines_run,
+                 "with --base-megatron-path: a changed line no check ran fails the gate"}});
   return flags;
 }();
 
@@ -281,7 +288,7 @@ struct SideRun {
 /// Runs the gate's checks against `spec`, its target line and budget first. Bad checks are invalid_argument; a
 /// target that cannot start keeps its own kind.
 Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const gate::KnownFindings& known,
-                         std::ostream& progress) {
+                         std::ostream& progress, bool name_coverage_contexts = false) {
   const Budget budget = budget_of(args, spec);
   CrossRunners cross;  // only NEW's side has a base to run across
   if (spec.base_megatron_path)
@@ -297,10 +304,26 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
   ReproToken base = base_token(spec, budget, args);
   add_target_identity(base, *target);
-  auto results = gate::run_checks(*target, *checks, base, known, progress);
+  auto results = gate::run_checks(*target, *checks, base, known, progress,
+                                  name_coverage_contexts ? name_coverage_context : std::function<void(const gate::Check&)>());
   if (run.require_all) require_all(results, args.allow_not_run.value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   return SideRun{std::move(target), std::move(run), std::move(results)};
+}
+
+/// Reads a side's coverage once every Megatron process of it ended (its adapter stopped); a failing check's picture
+/// then asks a fresh adapter, and a report without pictures asks nothing.
+Status finish_side_coverage(const GateCoverage& coverage, const TargetSpec& spec, const GateOptions& args,
+                            SideRun& side, std::ostream& progress) {
+  side.target.reset();
+  IH_TRY_STATUS(finish_gate_coverage(coverage, side.run, progress));
+  if (args.report && report::draws_pictures(side.results)) {
+    IH_TRY_ASSIGN(target, make_target(spec));
+    side.target = std::move(target);
+  } else {
+    side.target = std::make_unique<ReferenceImplementation>();
+  }
+  return Ok{};
 }
 
 /// The gate options that change a base's checks or their verdicts (its cache key): the token's options without
@@ -357,6 +380,7 @@ int gate_command(const std::vector<std::string>& argv) {
   if (!args) return exit_code;
   auto spec = spec_of(*args);
   if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
+  spec->base_megatron_path = args->base_megatron_path;
   if (args->list_mutants) return list_mutants(*spec, args->json);
   // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
@@ -371,12 +395,15 @@ int gate_command(const std::vector<std::string>& argv) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
+  const auto measured = plan_gate_coverage(args->coverage, args->require_changed_lines_run, *spec, args->report);
+  if (!measured.ok()) return report_error(measured.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget_of(*args, *spec).corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
   std::ostream& progress = args->json ? std::cerr : std::cout;
   auto base = gate_base_of(plan->has_value() ? &**plan : nullptr, *args, *known, progress);
   if (!base.ok()) return report_error(base.error());
-  auto side = run_side(*spec, *args, *known, progress);
+  if (*measured) start_gate_coverage(**measured);
+  auto side = run_side(*spec, *args, *known, progress, measured->has_value());
   if (!side.ok()) return report_error(side.error());
   if (*base) {
     const BaseVerdicts& b = **base;
@@ -385,6 +412,9 @@ int gate_command(const std::vector<std::string>& argv) {
         report::BaseRun{b.target, b.exit_code, gate::verdict_counts(b.results), b.tree_hash, b.from_cache, delta};
     side->run.exit_code = gate::exit_with_delta(side->run.exit_code, delta);
   }
+  if (*measured)
+    if (const Status read = finish_side_coverage(**measured, *spec, *args, *side, progress); !read.ok())
+      return report_error(read.error());
   return finish_gate(*args, *side, progress);
 }
 

@@ -192,9 +192,11 @@ std::string progress_word(const CheckResult& r) {
 }
 
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
-                                    const KnownFindings& known, std::ostream& progress) {
+                                    const KnownFindings& known, std::ostream& progress,
+                                    const std::function<void(const Check&)>& before_each) {
   std::vector<CheckResult> results;
   for (std::size_t i = 0; i < checks.size(); ++i) {
+    if (before_each) before_each(checks[i]);
     progress << "INFO: [" << i + 1 << "/" << checks.size() << "] " << checks[i].group << ": " << checks[i].name
              << " ... " << std::flush;
     results.push_back(run_one(target, checks[i], base, known));

@@ -157,9 +157,11 @@ Result<KnownFindings> load_known_findings(const std::string& corpus_dir);
 std::string progress_word(const CheckResult& r);
 
 /// Runs the checks, printing "INFO: [i/n] group: name ... <outcome>" to `progress`. `base` carries
-/// the target and budget options every token of this run gets.
+/// the target and budget options every token of this run gets; `before_each` hears of each check before it runs
+/// (gate --coverage names the check the processes record under).
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
-                                    const KnownFindings& known, std::ostream& progress);
+                                    const KnownFindings& known, std::ostream& progress,
+                                    const std::function<void(const Check&)>& before_each = {});
 /// A table of groups with counts per outcome, then every failure's detail and every NOT RUN reason.
 std::string summary_table(const std::vector<CheckResult>& results);
 

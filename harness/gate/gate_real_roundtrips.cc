@@ -40,9 +40,6 @@ Result<Violations> judge(Implementation& target, const RealRoundTripRunner& runn
   return found;
 }
 
-std::string direction_name(const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks) {
-  return scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
-}
 
 }  // namespace
 
@@ -52,7 +49,7 @@ std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenari
   std::vector<Check> out;
   for (const auto& [save_ranks, load_ranks] : directions)
     for (const std::string& scenario : scenarios)
-      out.push_back(Check::typed("real-roundtrips", direction_name(scenario, save_ranks, load_ranks),
+      out.push_back(Check::typed(kRealRoundTripGroup, real_roundtrip_check(scenario, save_ranks, load_ranks),
                                  [=, runner = runner](Implementation& target) {
                                    return judge(target, runner, scenario, save_ranks, load_ranks);
                                  }));
@@ -64,10 +61,10 @@ std::vector<Check> real_roundtrip_cross_checks(const std::vector<std::string>& s
                                                RealRoundTripRunner base_to_new, RealRoundTripRunner new_to_base) {
   std::vector<Check> out;
   for (const auto& [save_ranks, load_ranks] : directions)
-    for (const auto& [prefix, runner] :
-         {std::pair{"base-to-new_", base_to_new}, std::pair{"new-to-base_", new_to_base}})
+    for (const auto& [forward, runner] : {std::pair{true, base_to_new}, std::pair{false, new_to_base}})
       for (const std::string& scenario : scenarios)
-        out.push_back(Check::typed("real-roundtrip-cross", prefix + direction_name(scenario, save_ranks, load_ranks),
+        out.push_back(Check::typed(kRealRoundTripCrossGroup,
+                                   real_roundtrip_cross_check(forward, scenario, save_ranks, load_ranks),
                                    [=, runner = runner](Implementation& target) {
                                      return judge(target, runner, scenario, save_ranks, load_ranks);
                                    }));

@@ -20,6 +20,19 @@ struct RealRoundTripResult {
   std::vector<std::string> problems;  // the named wrong elements and errors, first one first
   std::string refused_in;             // the Megatron function a refusal raised in (ScenarioOutcome::refused_in)
 };
+/// The real tier's check of `scenario` saved by `save_ranks` and loaded by `load_ranks`: its group and its name
+/// (a world that runs several scenarios names each one's check, e.g. for coverage contexts).
+inline constexpr const char* kRealRoundTripGroup = "real-roundtrips";
+inline std::string real_roundtrip_check(const std::string& scenario, std::int64_t save_ranks, std::int64_t load_ranks) {
+  return scenario + "_" + std::to_string(save_ranks) + "_to_" + std::to_string(load_ranks);
+}
+/// The cross-version check of the same scenario (a base is given): saved by BASE and loaded by NEW, or the reverse.
+inline constexpr const char* kRealRoundTripCrossGroup = "real-roundtrip-cross";
+inline std::string real_roundtrip_cross_check(bool base_to_new, const std::string& scenario, std::int64_t save_ranks,
+                                              std::int64_t load_ranks) {
+  return (base_to_new ? "base-to-new_" : "new-to-base_") + real_roundtrip_check(scenario, save_ranks, load_ranks);
+}
+
 /// Runs real scenario `scenario` saved by `save_ranks` and loaded by `load_ranks` with `target`'s
 /// Megatron (or reads it from the batch it already ran); handed in by the command that owns the worlds.
 using RealRoundTripRunner = std::function<Result<RealRoundTripResult>(

@@ -8,12 +8,16 @@
 #include <filesystem>
 #include <utility>
 
+#include "harness/coverage/coverage_context.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/adapter_replies.h"
 #include "harness/megatron/megatron_wire.h"
 
 namespace ih {
 namespace {
+
+// What an adapter gets to close its worlds (each waits up to 5 s for its workers) and write its coverage data.
+constexpr std::chrono::milliseconds kCoverageStopGrace{60000};
 
 const char* op_name(Operation op) {
   switch (op) {
@@ -78,6 +82,8 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
     argv.insert(argv.end(), {"--candidate", std::string(to_string(options.candidate))});
   if (options.fix) argv.insert(argv.end(), {"--fix", *options.fix});
   IH_TRY_ASSIGN(process, LineSubprocess::start(argv));
+  // With coverage on, the adapter saves its data after its worlds' workers saved theirs (gate --coverage).
+  if (coverage::collection()) process.set_stop_grace(kCoverageStopGrace);
   std::unique_ptr<MegatronImplementation> out(new MegatronImplementation(std::move(process), options));
   auto reply_text =
       out->process_.request(json::dump(json::Json{{"op", "hello"}, {"protocol", 1}}), options.startup_timeout);
@@ -141,6 +147,7 @@ std::string MegatronImplementation::unsupported_reason(Operation op) const {
 
 Result<json::Json> MegatronImplementation::call(const std::string& op, json::Json fields) {
   fields["op"] = op;
+  if (coverage::collection()) fields["coverage_context"] = coverage::context();  // the check this request serves
   IH_TRY_ASSIGN(text, process_.request(json::dump(fields), options_.reply_timeout));
   IH_TRY_ASSIGN(reply, adapter_reply(text));
   return adapter_result(reply);

@@ -68,7 +68,8 @@ LineSubprocess::LineSubprocess(LineSubprocess&& other) noexcept
       stdin_fd_(other.stdin_fd_),
       stdout_fd_(other.stdout_fd_),
       stderr_path_(std::move(other.stderr_path_)),
-      buffer_(std::move(other.buffer_)) {
+      buffer_(std::move(other.buffer_)),
+      stop_grace_(other.stop_grace_) {
   other.pid_ = -1;
   other.stdin_fd_ = other.stdout_fd_ = -1;
   other.stderr_path_.clear();
@@ -86,7 +87,7 @@ void LineSubprocess::stop() {
   if (pid_ <= 0) return;
   // Closing stdin ends the adapter's loop; give it a moment, then insist. Looked at without reaping,
   // so the group id stays ours while whatever the child left in its group is killed.
-  for (int i = 0; i < 50; ++i) {
+  for (std::int64_t i = 0; i < stop_grace_.count() / 20; ++i) {
     siginfo_t info{};
     if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_) break;
     usleep(20000);

@@ -25,6 +25,9 @@ class LineSubprocess {
   /// What the child wrote on stderr so far (last `max_bytes`).
   std::string stderr_tail(std::size_t max_bytes = 4000) const;
   bool running() const { return pid_ > 0; }
+  /// How long the child gets to end by itself once its input is closed, before its group is killed (default
+  /// 1 s; a child that writes files as it ends, e.g. coverage data, needs more).
+  void set_stop_grace(std::chrono::milliseconds grace) { stop_grace_ = grace; }
 
  private:
   LineSubprocess() = default;
@@ -35,6 +38,7 @@ class LineSubprocess {
   int stdout_fd_ = -1;
   std::string stderr_path_;
   std::string buffer_;  // bytes read past the last reply's newline
+  std::chrono::milliseconds stop_grace_{1000};
 };
 
 }  // namespace ih

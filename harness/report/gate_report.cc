@@ -1,5 +1,6 @@
 #include "harness/report/gate_report.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -129,7 +130,7 @@ std::string delta_markdown(const BaseRun& base) {
 
 std::string verdict_line(const GateRun& run, const std::vector<gate::CheckResult>& results) {
   const std::string line = gate::verdict_line(run.exit_code, results);
-  return run.base ? line + ", " + gate::delta_counts(run.base->delta) : line;
+  return (run.base ? line + ", " + gate::delta_counts(run.base->delta) : line) + run.verdict_suffix;
 }
 
 std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
@@ -165,6 +166,7 @@ std::string gate_json(const GateRun& run, const std::vector<gate::CheckResult>& 
     report["base"] = base_json(*run.base);
     report["delta"] = delta_json(run.base->delta);
   }
+  if (!run.coverage.is_null()) report["coverage"] = run.coverage;
   return json::dump(report) + "\n";
 }
 
@@ -226,7 +228,8 @@ std::string gate_junit(const GateRun& run, const std::vector<gate::CheckResult>&
 std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResult>& results, const Pictures& pictures) {
   auto counts = counts_of(results);
   std::ostringstream out;
-  out << "## interop-harness gate: " << verdict_word(run.exit_code) << " " << gate::verdict_counts(results) << "\n\n"
+  out << "## interop-harness gate: " << verdict_word(run.exit_code) << " " << gate::verdict_counts(results)
+      << run.verdict_suffix << "\n\n"
       << (run.base ? delta_markdown(*run.base) : "") << "Target: `" << markdown_cell(run.target) << "`  \nSeed "
       << run.seed << ", " << run.property_cases << " cases per property"
       << (run.require_all ? ", every check required to run" : "") << ".\n\n"
@@ -245,6 +248,7 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
         << (picture == pictures.end() ? "" : " [picture: " + picture->second + "](" + picture->second + ")") << " | "
         << (has_repro(r) ? "`" + repro_line(r) + "`" : "") << " |\n";
   }
+  if (!run.coverage_summary.empty()) out << "\n" << run.coverage_summary;
   return out.str();
 }
 
@@ -286,6 +290,12 @@ LayoutParams layout_params_of(const props::GtpCase& c) {
 
 }  // namespace
 
+bool draws_pictures(const std::vector<gate::CheckResult>& results) {
+  return std::any_of(results.begin(), results.end(), [](const gate::CheckResult& r) {
+    return r.answer.layout && (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::known_finding);
+  });
+}
+
 Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results,
                           Implementation& target) {
   std::error_code error;
@@ -297,8 +307,7 @@ Status write_gate_reports(const std::string& dir, const GateRun& run, const std:
   // Pictures first, so that no report links a file that is not there.
   Pictures pictures;
   for (const auto& r : results) {
-    if (!r.answer.layout || (r.answer.outcome != Outcome::failed && r.answer.outcome != Outcome::known_finding))
-      continue;
+    if (!draws_pictures({r})) continue;
     const LayoutParams params = layout_params_of(*r.answer.layout);
     ReferenceImplementation reference_model;
     const auto reference = build_layout_report(params, reference_model);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/json_codec.h"
 #include "harness/gate/gate.h"
 #include "harness/gate/gate_delta.h"
 #include "models/result.h"
@@ -33,6 +34,9 @@ struct GateRun {
   bool require_all = false;
   int exit_code = 0;
   std::optional<BaseRun> base;
+  json::Json coverage;           // gate --coverage: report.json's "coverage" object (null: no coverage)
+  std::string coverage_summary;  // ... summary.md's section
+  std::string verdict_suffix;    // ... and what the verdict line gains (", 0 changed lines not run")
 };
 
 /// The gate's last line: gate::verdict_line, with a base followed by ", " and gate::delta_counts.
@@ -52,6 +56,9 @@ std::string gate_markdown(const GateRun& run, const std::vector<gate::CheckResul
 /// the other three); names the file it could not write.
 Status write_gate_reports(const std::string& dir, const GateRun& run, const std::vector<gate::CheckResult>& results,
                           Implementation& target);
+
+/// Whether write_gate_reports asks its target anything: a failing check with an in_proj layout to draw.
+bool draws_pictures(const std::vector<gate::CheckResult>& results);
 
 /// Whether a file name in a report folder is one write_gate_reports writes (or its .partial): the
 /// files the gate removes from a reused folder before a run, so none of an earlier run's are left.

@@ -105,6 +105,9 @@ std::vector<std::string> world_command(const std::string& phase, std::int64_t ra
               // Twice the world's: the harness's own timeout must fire first, so a hung rank is
               // named as hung instead of its peer failing in a collective (seen under load).
               std::to_string(std::max<std::int64_t>(10, o.world_timeout_s * 2))});
+  std::vector<std::string> exported;  // mpirun's own options, before the program
+  for (const std::string& variable : o.environment) exported.insert(exported.end(), {"-x", variable});
+  cmd.insert(std::find(cmd.begin(), cmd.end(), o.python), exported.begin(), exported.end());
   const auto& tree = phase == "load" && o.load_megatron_path ? o.load_megatron_path : o.megatron_path;
   if (tree) cmd.insert(cmd.end(), {"--megatron-path", *tree});
   // Both worlds: the worker plants a mutant in the world of its phase (most bugs are the loading run's).

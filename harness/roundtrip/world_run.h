@@ -49,6 +49,8 @@ struct WorldRunOptions {
   std::int64_t world_timeout_s = 300;  // per world (save, load) and for the verifier
   std::filesystem::path work;          // plan, checkpoints, loaded files
   bool no_cpu_patches = false;
+  /// "NAME=VALUE" exported to every rank beside the world's own (mpirun -x), e.g. the coverage collection's.
+  std::vector<std::string> environment;
   /// Real-model scenarios (`--real`): the Megatron target's description of each rank's model.
   RealModelEntries real_entries;
   std::function<void(const std::string&)> progress = [](const std::string&) {};

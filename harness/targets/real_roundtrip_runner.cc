@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "harness/coverage/coverage_context.h"
 #include "harness/megatron/megatron_implementation.h"
 #include "harness/roundtrip/roundtrip_session.h"
 #include "harness/targets/targets.h"
@@ -20,9 +21,12 @@ using Outcomes = std::map<std::string, gate::RealRoundTripResult>;
 constexpr std::pair<std::int64_t, std::int64_t> kGateDirections[] = {{4, 2}};
 
 /// The session options of a gate's batch: the target's Megatron and mutant, a described plan.
+/// `check`: the name of each scenario's check, `{scenario}` in place of the scenario: with coverage on, each rank
+/// records each scenario under its own check (one world runs a whole direction).
 RoundTripSessionOptions session_options(const TargetSpec& spec, const std::filesystem::path& work,
-                                        std::ostream& progress) {
+                                        const std::string& check, std::ostream& progress) {
   RoundTripSessionOptions o;
+  o.worlds.environment = coverage::rank_environment(check);
   o.worlds.python = default_megatron_python();
   o.worlds.megatron_path = spec.megatron_path;
   o.worlds.mutant = spec.mutant;
@@ -58,10 +62,10 @@ Outcomes outcomes_of(const WorldRunReport& report) {
 
 /// The session options of a cross-version batch: saved by one tree, loaded by the other, no mutant.
 RoundTripSessionOptions cross_options(const TargetSpec& spec, CrossVersion cross, const std::filesystem::path& work,
-                                      std::ostream& progress) {
+                                      const std::string& check, std::ostream& progress) {
   TargetSpec plain = spec;
   plain.mutant.reset();
-  RoundTripSessionOptions o = session_options(plain, work, progress);
+  RoundTripSessionOptions o = session_options(plain, work, check, progress);
   const bool base_first = cross == CrossVersion::base_to_new;
   o.worlds.megatron_path = base_first ? spec.base_megatron_path : spec.megatron_path;
   o.load_megatron_path = base_first ? spec.megatron_path : spec.base_megatron_path;
@@ -78,9 +82,13 @@ Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string
     scenarios.push_back(std::move(s));
   }
   IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
-  IH_TRY_ASSIGN(report,
-                run_roundtrip_session(std::move(scenarios), cross ? cross_options(spec, *cross, work.path(), progress)
-                                                                  : session_options(spec, work.path(), progress)));
+  const std::string check =
+      cross ? gate_check_name(gate::kRealRoundTripCrossGroup,
+                              gate::real_roundtrip_cross_check(*cross == CrossVersion::base_to_new, "{scenario}", a, b))
+            : gate_check_name(gate::kRealRoundTripGroup, gate::real_roundtrip_check("{scenario}", a, b));
+  IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios),
+                                              cross ? cross_options(spec, *cross, work.path(), check, progress)
+                                                    : session_options(spec, work.path(), check, progress)));
   return outcomes_of(report);
 }
 

@@ -71,8 +71,10 @@ check roundtrip-cross-one-tree 2 'a cross-version round trip needs --real with b
   --save-megatron-path /tmp
 check roundtrip-cross-not-real 2 'a cross-version round trip needs --real with both' -- "$cli" roundtrip --all \
   --save-megatron-path /tmp --load-megatron-path /tmp
-check gate-base-without-new 2 '--base-megatron-path needs --target megatron --megatron-path NEW' -- "$cli" gate \
+check gate-base-on-reference 2 '--base-megatron-path and --base-ref apply to --target megatron only' -- "$cli" gate \
   --base-megatron-path /tmp
+check gate-base-without-new 2 '--base-megatron-path needs --target megatron --megatron-path NEW' -- "$cli" gate \
+  --target megatron --base-megatron-path /tmp
 check max-input-zero 2 '--max-input-bytes 0 is outside' -- bash -c "echo '[]' | '$cli' retarget --pattern 'M*-' --max-input-bytes 0"
 
 # retarget reads at most --max-input-bytes, and stops reading an endless input promptly.

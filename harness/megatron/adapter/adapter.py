@@ -39,5 +39,7 @@ def print_mutant_names():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--mutant-names"]:
         sys.exit(print_mutant_names())
+    from megatron_adapter import coverage_run
+    coverage_run.start()  # before Megatron's import, when the harness asked for coverage (gate --coverage)
     from megatron_adapter.server import main
     sys.exit(main())

@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(1, HERE)
 
-from megatron_adapter import patches  # noqa: E402
+from megatron_adapter import coverage_run, patches  # noqa: E402
 from megatron_adapter.roundtrip.failures import error_entry  # noqa: E402
 from megatron_adapter.roundtrip.plan import read_json, write_atomic  # noqa: E402
 from megatron_adapter.roundtrip.rank import World, exit_with_parent  # noqa: E402
@@ -122,6 +122,7 @@ def run_scenario(world, scenario):
     from megatron_adapter.roundtrip.save import save_scenario
     from megatron_adapter.worlds import worker_context
     world.status.scenario = scenario["name"]
+    coverage_run.switch(coverage_run.context_of(os.environ.get(coverage_run.CONTEXT_ENV), scenario["name"]))
     entry = {"name": scenario["name"], "ok": False}
     world.result["scenarios"].append(entry)
     started = time.perf_counter()
@@ -151,6 +152,7 @@ def main():
     ap.add_argument("--fault", help="kill_save:RANK[:SCENARIO] or hang_load:RANK[:SCENARIO] (tests)")
     ap.add_argument("--no-cpu-patches", action="store_true")
     args = ap.parse_args()
+    coverage_run.start()  # before Megatron's import, when the harness asked for coverage (gate --coverage)
     os.dup2(2, 1)  # stdout is diagnostics only
     sys.stdout = sys.stderr
     try:
@@ -167,6 +169,7 @@ def main():
         except OSError:
             pass
         code = 1
+    coverage_run.save()
     sys.stderr.flush()
     os._exit(code)  # skip interpreter teardown (gloo/NCCL atexit work can hang on a dead peer)
 

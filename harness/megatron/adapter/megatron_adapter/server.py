@@ -21,7 +21,7 @@ import os
 import select
 import sys
 
-from megatron_adapter import mutants, patches
+from megatron_adapter import coverage_run, mutants, patches
 from megatron_adapter.errors import BadRequest, OpError, Unsupported
 from megatron_adapter.megatron_import import load_megatron, log
 from megatron_adapter.ops.context import OpContext
@@ -156,6 +156,8 @@ class Server:
         op = req.get("op")
         if not isinstance(op, str):
             raise BadRequest("request lacks a string field \"op\"")
+        if isinstance(req.get("coverage_context"), str):  # the gate check this request serves (coverage_run)
+            coverage_run.switch(req["coverage_context"])
         if op == "hello":
             if req.get("protocol") != PROTOCOL:
                 raise OpError("protocol_mismatch", f"this adapter speaks protocol {PROTOCOL}")
@@ -256,6 +258,7 @@ def main(argv=None):
     except Exception:  # noqa: BLE001
         pass
     server.held.close()
+    coverage_run.save()  # after the worlds: their workers saved their own files as they ended
     return 0
 
 

@@ -43,7 +43,7 @@ if ADAPTER_ROOT not in sys.path:  # run as a script (--worker): the package and 
 
 from megatron_adapter.error_kinds import exception_facts  # noqa: E402
 from megatron_adapter.worlds.task_table import TASKS  # noqa: E402
-from megatron_adapter import patches  # noqa: E402
+from megatron_adapter import coverage_run, patches  # noqa: E402
 from megatron_adapter.errors import OpError  # noqa: E402
 from megatron_adapter.worlds.worker_context import (Ctx, build_groups, destroy_groups_made_since, megatron_frame,  # noqa: E402
                                                    raised_in_harness, registered_groups, transport_failed)
@@ -228,7 +228,7 @@ class World:
         per_rank = payload if isinstance(payload, list) else [payload] * self.size
         for proc, p in zip(self.procs, per_rank):
             try:
-                _write_frame(proc.stdin, {"task": task, "payload": p})
+                _write_frame(proc.stdin, {"task": task, "payload": p, "coverage_context": coverage_run.current()})
             except (BrokenPipeError, OSError) as exc:
                 self.close()
                 raise WorldError(f"world worker pipe broken: {exc}")
@@ -383,6 +383,7 @@ def worker_main(argv):
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--megatron-path", default=None)
     args = ap.parse_args(argv)
+    coverage_run.start()  # a fresh interpreter measures itself (a forked worker inherits its parent's coverage)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     return worker_loop(sys.stdin.buffer, out, args.rank, args.tp, args.gtp, args.dp, args.store, args.timeout,
@@ -435,6 +436,7 @@ def worker_loop(inp, out, rank, tp, gtp, dp, store, timeout, megatron_path, M, p
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001
         pass
+    coverage_run.save()  # the worker ends in os._exit, which skips coverage.py's own save
     return 0
 
 
@@ -457,6 +459,7 @@ def _serve(ctx, inp, out):
         except EOFError:
             return
         before = registered_groups()
+        coverage_run.switch(req.get("coverage_context"))
         try:
             task = TASKS[req["task"]]
             with patches.applied(*task.patches) as ctx.task_patches:

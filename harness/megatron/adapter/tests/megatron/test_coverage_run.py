@@ -1,0 +1,71 @@
+"""megatron_adapter.coverage_run on a stand-in package, in the venv's coverage.py (no Megatron needed): each switch
+records under its context, a line run again under a later context carries both (sys.monitoring's events restarted),
+and a forked child records under its own context into its own data file."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ADAPTER = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+MODULE = '''
+def first():
+    return 1
+
+
+def second():
+    return 2
+
+
+def never():
+    return 3
+'''
+
+DRIVER = textwrap.dedent('''
+    import os, sys
+    sys.path.insert(1, {adapter!r})
+    from megatron_adapter import coverage_run
+    coverage_run.start()
+    sys.path.insert(0, {tree!r})
+    from megatron import stand_in
+    coverage_run.switch("gate/a/one"); stand_in.first()
+    coverage_run.switch("gate/a/two"); stand_in.first()
+    pid = os.fork()
+    if pid == 0:
+        coverage_run.switch("gate/a/two")  # the child's coverage starts afresh: the same name must still switch
+        stand_in.second()
+        coverage_run.save()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    coverage_run.save()
+''')
+
+
+def test_contexts_per_switch_and_per_forked_child(tmp_path):
+    tree, data = tmp_path / "tree", tmp_path / "data"
+    (tree / "megatron").mkdir(parents=True)
+    data.mkdir()
+    (tree / "megatron" / "__init__.py").write_text("")
+    (tree / "megatron" / "stand_in.py").write_text(MODULE)
+    env = dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+    subprocess.run([sys.executable, "-c", DRIVER.format(adapter=ADAPTER, tree=str(tree))], env=env, check=True)
+    assert len([f for f in os.listdir(data) if f.startswith(".coverage.")]) == 2  # parent and child
+    subprocess.run([sys.executable, "-m", "coverage", "combine", "--quiet", f"--data-file={data}/.coverage",
+                    str(data)], check=True)
+    subprocess.run([sys.executable, "-m", "coverage", "json", "--quiet", "--show-contexts",
+                    f"--data-file={data}/.coverage", "-o", str(data / "c.json")], check=True, cwd=tree)
+    report = json.loads((data / "c.json").read_text())["files"]["megatron/stand_in.py"]
+    assert set(report["contexts"]["3"]) == {"gate/a/one", "gate/a/two"}  # first()'s body, run under both
+    assert report["contexts"]["7"] == ["gate/a/two"]  # second()'s body, run by the child only
+    assert "11" not in report["contexts"] and 11 in report["missing_lines"]  # never()
+
+
+def test_without_the_environment_nothing_is_measured(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IH_COVERAGE_")}
+    code = (f"import sys; sys.path.insert(1, {ADAPTER!r}); from megatron_adapter import coverage_run; "
+            "coverage_run.start(); coverage_run.switch('gate/x/y'); "
+            "print(coverage_run.current(), 'coverage' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["None", "False"]
