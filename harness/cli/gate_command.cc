@@ -71,34 +71,35 @@ struct GateOptions : TargetOptions, BaseFlags {
 const std::vector<Flag<GateOptions>> kGateFlags = [] {
   using G = GateOptions;
   std::vector<Flag<G>> flags = target_flags<G>();
-  flags.insert(flags.end(),
-               {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
-                 std::numeric_limits<std::int64_t>::max()},
-                property_cases_flag<G>(),
-                model_dumps_flag<G>(),
-                {"require-all", &G::require_all, "a check that does not run fails the gate (CI)"},
-                {"allow-not-run", &G::allow_not_run,
-                 "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
-                {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
-                {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
-                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"},
-                {"base-megatron-path", &G::base_megatron_path,
-                 "megatron: gate this Megatron-LM tree too, as the base of the change, and print the change first; every "
-                 "real scenario also runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group "
-                 "real-roundtrip-cross); coverage is on and the change's lines no check ran are reported"},
-                {"base-ref", &G::base_ref,
-                 "megatron: the base is this revision of the --megatron-path git checkout (a temporary worktree)"},
-                {"base-without-mutant", &G::base_without_mutant,
-                 "the base is the same target without --mutant (the change is the planted mutant; without one, none)"},
-                {"base-cache", &G::base_cache,
-                 "where a base's verdicts are cached by its tree's content hash (default "
-                 "~/.cache/interop-harness/gate-base)"},
-                {"no-base-cache", &G::no_base_cache, "gate the base again, neither reading nor writing the cache"},
-                {"coverage", &G::coverage,
-                 "megatron: record which lines of the --megatron-path tree every check ran (coverage.py); report the "
-                 "checkpoint path's functions never run (with --report: DIR/coverage/)"},
-                {"require-changed-lines-run", &G::require_changed_lines_run,
-                 "with --base-megatron-path: a changed line no check ran fails the gate"}});
+  flags.insert(
+      flags.end(),
+      {{"seed", &G::seed, "RapidCheck seed of the property checks (default 1)", 0,
+        std::numeric_limits<std::int64_t>::max()},
+       property_cases_flag<G>(),
+       model_dumps_flag<G>(),
+       {"require-all", &G::require_all, "a check that does not run fails the gate (CI)"},
+       {"allow-not-run", &G::allow_not_run,
+        "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
+       {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
+       {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
+       {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"},
+       {"base-megatron-path", &G::base_megatron_path,
+        "megatron: gate this Megatron-LM tree too, as the base of the change, and print the change first; every "
+        "real scenario also runs saved by BASE, loaded by NEW and saved by NEW, loaded by BASE (group "
+        "real-roundtrip-cross); coverage is on and the change's lines no check ran are reported"},
+       {"base-ref", &G::base_ref,
+        "megatron: the base is this revision of the --megatron-path git checkout (a temporary worktree)"},
+       {"base-without-mutant", &G::base_without_mutant,
+        "the base is the same target without --mutant (the change is the planted mutant; without one, none)"},
+       {"base-cache", &G::base_cache,
+        "where a base's verdicts are cached by its tree's content hash (default "
+        "~/.cache/interop-harness/gate-base)"},
+       {"no-base-cache", &G::no_base_cache, "gate the base again, neither reading nor writing the cache"},
+       {"coverage", &G::coverage,
+        "megatron: record which lines of the --megatron-path tree every check ran (coverage.py); report the "
+        "checkpoint path's functions never run (with --report: DIR/coverage/)"},
+       {"require-changed-lines-run", &G::require_changed_lines_run,
+        "with --base-megatron-path: a changed line no check ran fails the gate"}});
   return flags;
 }();
 
@@ -294,8 +295,7 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
   if (spec.base_megatron_path)
     cross = {cross_version_runner(spec, progress, CrossVersion::base_to_new),
              cross_version_runner(spec, progress, CrossVersion::new_to_base)};
-  auto checks =
-      all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress), cross);
+  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress), cross);
   if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
   IH_TRY_ASSIGN(target, make_target(spec));
   report::GateRun run{describe_target(*target, spec), budget.seed, budget.property_cases, args.require_all, 0, {}};
@@ -304,8 +304,9 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
            << " checks" << (run.require_all ? ", every check required to run" : "") << "\n";
   ReproToken base = base_token(spec, budget, args);
   add_target_identity(base, *target);
-  auto results = gate::run_checks(*target, *checks, base, known, progress,
-                                  name_coverage_contexts ? name_coverage_context : std::function<void(const gate::Check&)>());
+  auto results =
+      gate::run_checks(*target, *checks, base, known, progress,
+                       name_coverage_contexts ? name_coverage_context : std::function<void(const gate::Check&)>());
   if (run.require_all) require_all(results, args.allow_not_run.value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   return SideRun{std::move(target), std::move(run), std::move(results)};
@@ -386,8 +387,9 @@ int gate_command(const std::vector<std::string>& argv) {
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
   spec->base_megatron_path = args->base_megatron_path;
   if (spec->base_megatron_path && spec->target == TargetKind::megatron && !spec->megatron_path)
-    return report_error({ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW"},
-                        kExitBadInput);
+    return report_error(
+        {ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW"},
+        kExitBadInput);
   const auto plan = base_plan_of(*spec, *args);  // a bad base is refused before anything runs
   if (!plan.ok()) return report_error(plan.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.

@@ -44,7 +44,8 @@ Result<std::string> data_folder(const std::optional<std::string>& report) {
 }  // namespace
 
 Result<std::optional<GateCoverage>> plan_gate_coverage(bool coverage, bool require_changed_lines_run,
-                                                       const TargetSpec& spec, const std::optional<std::string>& report) {
+                                                       const TargetSpec& spec,
+                                                       const std::optional<std::string>& report) {
   if (require_changed_lines_run && !spec.base_megatron_path)
     return make_error(ErrorKind::invalid_argument, "--require-changed-lines-run needs --base-megatron-path");
   if (!coverage && !spec.base_megatron_path) return std::optional<GateCoverage>();

@@ -26,7 +26,8 @@ struct GateCoverage {
 /// The coverage run a gate's flags ask for (none: nullopt), checked before anything runs. Coverage needs a megatron
 /// target with --megatron-path; --require-changed-lines-run needs a base: else invalid_argument.
 Result<std::optional<GateCoverage>> plan_gate_coverage(bool coverage, bool require_changed_lines_run,
-                                                       const TargetSpec& spec, const std::optional<std::string>& report);
+                                                       const TargetSpec& spec,
+                                                       const std::optional<std::string>& report);
 
 /// Coverage on for every process started from now on (after the base's gate: only the gated tree's checks count).
 void start_gate_coverage(const GateCoverage& coverage);

@@ -29,10 +29,10 @@ Status combine_and_report(const std::string& python, const std::string& data_dir
   const std::filesystem::path dir(data_dir);
   const std::string data = (dir / ".coverage").string();
   std::string ignored;
-  IH_TRY_STATUS(succeeded(run_in(tree_root, {python, "-m", "coverage", "combine", "--quiet", "--data-file=" + data,
-                                             data_dir},
-                                 timeout, ignored),
-                          "coverage combine of " + data_dir));
+  IH_TRY_STATUS(
+      succeeded(run_in(tree_root, {python, "-m", "coverage", "combine", "--quiet", "--data-file=" + data, data_dir},
+                       timeout, ignored),
+                "coverage combine of " + data_dir));
   return succeeded(run_in(tree_root,
                           {python, "-m", "coverage", "json", "--quiet", "--show-contexts", "--data-file=" + data, "-o",
                            (dir / "coverage.json").string()},
@@ -48,8 +48,9 @@ Result<ChangedLines> changed_lines(const std::string& base_root, const std::stri
   const auto changed = std::filesystem::canonical(std::filesystem::path(new_root) / "megatron", error);
   if (error) return make_error(ErrorKind::invalid_argument, "the tree " + new_root + " has no megatron/ folder");
   std::string diff;
-  const auto ran = run_in("/", {"git", "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames", "-U0",
-                                base.string(), changed.string()},
+  const auto ran = run_in("/",
+                          {"git", "diff", "--no-index", "--no-color", "--no-ext-diff", "--no-renames", "-U0",
+                           base.string(), changed.string()},
                           timeout, diff);
   if (!ran.ok()) return ran.error();
   // git diff --no-index exits 1 when the trees differ, 0 when they do not.

@@ -74,7 +74,8 @@ ChangedLines new_lines_of_diff(std::string_view diff, const std::string& new_roo
     const std::size_t plus = line.find(" +");
     if (plus == std::string_view::npos) continue;
     const std::size_t end = line.find(' ', plus + 2);
-    const std::string range(line.substr(plus + 2, end == std::string_view::npos ? std::string_view::npos : end - plus - 2));
+    const std::string range(
+        line.substr(plus + 2, end == std::string_view::npos ? std::string_view::npos : end - plus - 2));
     const std::size_t comma = range.find(',');
     try {
       const std::int64_t first = std::stoll(range.substr(0, comma));
@@ -165,7 +166,8 @@ std::string findings_markdown(const CoverageFindings& findings, bool with_checkp
 }
 
 std::string verdict_suffix(const CoverageFindings& findings) {
-  std::string out = ", " + std::to_string(findings.checkpoint_path.never_run.size()) + " checkpoint-path functions never run";
+  std::string out =
+      ", " + std::to_string(findings.checkpoint_path.never_run.size()) + " checkpoint-path functions never run";
   if (findings.changed) out += ", " + std::to_string(findings.changed->not_run.size()) + " changed lines not run";
   return out;
 }

@@ -18,7 +18,8 @@ Result<json::Json> read_report(const std::string& path) {
   if (!parsed.ok()) return parsed.error().with_context(path);
   if (!parsed->is_object() || !parsed->contains("files") || !(*parsed)["files"].is_object() ||
       !parsed->contains("meta") || !(*parsed)["meta"].is_object())
-    return make_error(ErrorKind::invalid_argument, path + " is not coverage.py's JSON report (no \"meta\" and \"files\")");
+    return make_error(ErrorKind::invalid_argument,
+                      path + " is not coverage.py's JSON report (no \"meta\" and \"files\")");
   return *parsed;
 }
 
@@ -26,7 +27,8 @@ Result<json::Json> read_report(const std::string& path) {
 std::string tree_relative(const std::string& file, const std::string& tree_root) {
   const std::filesystem::path p(file);
   if (p.is_relative()) return p.lexically_normal().string();
-  const std::filesystem::path rel = p.lexically_normal().lexically_relative(std::filesystem::path(tree_root).lexically_normal());
+  const std::filesystem::path rel =
+      p.lexically_normal().lexically_relative(std::filesystem::path(tree_root).lexically_normal());
   if (rel.empty() || *rel.begin() == "..") return "";
   return rel.string();
 }
@@ -54,9 +56,8 @@ Result<FileCoverage> file_coverage(const json::Json& entry, const std::string& w
     const std::string at = where + " function '" + name + "'";
     IH_TRY_ASSIGN(run, lines_of(f, "executed_lines", at));
     IH_TRY_ASSIGN(not_run, lines_of(f, "missing_lines", at));
-    const std::int64_t start = f.contains("start_line") && f["start_line"].is_number_integer()
-                                   ? f["start_line"].get<std::int64_t>()
-                                   : 0;
+    const std::int64_t start =
+        f.contains("start_line") && f["start_line"].is_number_integer() ? f["start_line"].get<std::int64_t>() : 0;
     file.functions.push_back({name, start, std::move(run), std::move(not_run)});
   }
   return file;

@@ -91,7 +91,8 @@ TEST(CheckpointPath, FunctionsNeverRunAreListed) {
 }
 
 // `git diff --no-index -U0 /base/megatron /new/megatron` as git 2.39 prints it.
-constexpr const char* kDiff = R"(diff --git a/base/megatron/core/dist_checkpointing/serialization.py b/new/megatron/core/dist_checkpointing/serialization.py
+constexpr const char* kDiff =
+    R"(diff --git a/base/megatron/core/dist_checkpointing/serialization.py b/new/megatron/core/dist_checkpointing/serialization.py
 index 1111111..2222222 100644
 --- a/base/megatron/core/dist_checkpointing/serialization.py
 +++ b/new/megatron/core/dist_checkpointing/serialization.py

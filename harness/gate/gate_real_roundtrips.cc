@@ -40,7 +40,6 @@ Result<Violations> judge(Implementation& target, const RealRoundTripRunner& runn
   return found;
 }
 
-
 }  // namespace
 
 std::vector<Check> real_roundtrip_checks(const std::vector<std::string>& scenarios,
