@@ -8,20 +8,12 @@
 #   - the Mamba mixer's in_proj split factory names its two same-shaped first pieces the other way round (x where
 #     z lies: the GTP scenarios' gathered pieces are not the reference's).
 # The gate must exit 1 with those scenarios FAILED for that reason, no HARNESS ERROR or TIMEOUT anywhere, and the
-# real round trips the changes do not touch still PASSED. No snapshot: exit 77 (ctest: skipped, never passed).
-#   planted_layout_test.sh SOURCE_DIR INTEROP_HARNESS
+# real round trips the changes do not touch still PASSED.
+# Run through checkout_test.sh, which finds the snapshot (none: exit 77, ctest: skipped, never passed).
+#   planted_layout_test.sh INTEROP_HARNESS --megatron-path SNAPSHOT
 set -u
-src=$1
-bin=$2
-snapshot=$(bash "$src/ci/megatron-snapshot.sh")
-rc=$?
-if [ "$rc" -eq 3 ]; then
-  echo "NOT RUN: no Megatron-LM snapshot here (ci/megatron-snapshot.sh exited 3)"
-  exit 77
-elif [ "$rc" -ne 0 ] || [ -z "$snapshot" ]; then
-  echo "ERROR: harness_error: ci/megatron-snapshot.sh failed with exit $rc" >&2
-  exit 3
-fi
+bin=$1
+snapshot=${3:?"usage: planted_layout_test.sh INTEROP_HARNESS --megatron-path SNAPSHOT"}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ih-planted-layout-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cp -a "$snapshot" "$work/tree" || { echo "ERROR: harness_error: cannot copy $snapshot" >&2; exit 3; }
