@@ -1,7 +1,8 @@
 // The error kinds of the seam and the harness around it, and the one naming function for every kind.
 // The reference model never produces these: they say that no answer came (the implementation lacks
 // the operation, a subprocess or rank did not answer in time, the harness itself broke), not what the
-// model concluded. Header-only, so the codec and the subprocess layer can name them without linking
+// model concluded; description_disagrees, the one verdict among them, says the implementation's own description
+// of its state is not the reference's. Header-only, so the codec and the subprocess layer can name them without linking
 // the seam.
 #pragma once
 
@@ -20,6 +21,10 @@ inline constexpr ErrorKind unsupported{kFirstOuterErrorKind};
 inline constexpr ErrorKind timeout{kFirstOuterErrorKind + 1};
 // The harness itself failed (a subprocess died, a protocol broke).
 inline constexpr ErrorKind harness_error{kFirstOuterErrorKind + 2};
+// The implementation describes its own state otherwise than the reference lays it out (a real model's pieces
+// of a split factory, two main replicas of one chunk): a verdict on the implementation (a failed check naming
+// the difference), never a harness fault.
+inline constexpr ErrorKind description_disagrees{kFirstOuterErrorKind + 3};
 }  // namespace seam_kind
 
 /// True for the kinds that mean no answer came (the operation is missing, a timeout, a harness fault):
@@ -36,6 +41,7 @@ inline std::string_view to_string(ErrorKind kind) {
   if (kind == seam_kind::unsupported) return "unsupported";
   if (kind == seam_kind::timeout) return "timeout";
   if (kind == seam_kind::harness_error) return "harness_error";
+  if (kind == seam_kind::description_disagrees) return "description_disagrees";
   return "unknown";
 }
 
@@ -44,7 +50,8 @@ inline std::vector<ErrorKind> all_error_kinds() {
   std::vector<ErrorKind> out;
   for (std::uint16_t k = 0; k < kFirstOuterErrorKind; ++k)
     if (!model_kind_name(ErrorKind{k}).empty()) out.push_back(ErrorKind{k});
-  out.insert(out.end(), {seam_kind::unsupported, seam_kind::timeout, seam_kind::harness_error});
+  out.insert(out.end(),
+             {seam_kind::unsupported, seam_kind::timeout, seam_kind::harness_error, seam_kind::description_disagrees});
   return out;
 }
 

@@ -160,13 +160,26 @@ std::int64_t mark_covered(std::vector<char>& bits, const Json& segment, const Sh
   return walked;
 }
 
+namespace {
+
+/// The error of a chunk with several main replicas (`ranks`), typed by whose description it is.
+Error several_main_replicas(const Chunk& chunk, const std::vector<std::int64_t>& ranks, DescribedBy described_by) {
+  std::string where;
+  for (std::int64_t r : ranks) where += (where.empty() ? "" : ", ") + std::to_string(r);
+  const std::string what = std::to_string(ranks.size()) + " main replicas of " + chunk.first + " at [" +
+                           offset_text(chunk.second) + "] (save ranks " + where + ")";
+  if (described_by == DescribedBy::reference) return make_error(seam_kind::harness_error, "plan bug: " + what);
+  return make_error(seam_kind::description_disagrees,
+                    "Megatron's sharded state dict describes " + what + "; the reference lays out exactly one");
+}
+
+}  // namespace
+
 Result<Json> expected_writers_json(const std::map<Chunk, std::vector<std::int64_t>>& main_replicas,
-                                   const std::map<Chunk, std::set<std::int64_t>>* holders) {
+                                   const std::map<Chunk, std::set<std::int64_t>>* holders, DescribedBy described_by) {
   Json out = Json::array();
   for (const auto& [chunk, ranks] : main_replicas) {
-    if (ranks.size() != 1)
-      return make_error(seam_kind::harness_error, "plan bug: " + std::to_string(ranks.size()) + " main replicas of " +
-                                                      chunk.first + " at [" + offset_text(chunk.second) + "]");
+    if (ranks.size() != 1) return several_main_replicas(chunk, ranks, described_by);
     Json writer = Json::array({chunk.first, chunk.second, ranks[0]});
     if (holders) writer.push_back(holders->at(chunk));
     out.push_back(std::move(writer));

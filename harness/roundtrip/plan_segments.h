@@ -82,11 +82,17 @@ std::int64_t mark_covered(std::vector<char>& bits, const json::Json& segment, co
 
 /// A saved chunk: its key and global offset.
 using Chunk = std::pair<std::string, Shape>;
+/// Whose description of the save ranks' entries a plan follows: the reference's (a fault there is a plan bug) or
+/// a real model's, Megatron's own (a layout there that is not the reference's is Megatron's, description_disagrees).
+enum class DescribedBy { reference, megatron };
+
 /// The catalogue's "writers": [key, offset, the rank that writes it] for each chunk of `main_replicas` (chunk ->
-/// the save ranks holding its main replica: exactly one each, else a plan bug, harness_error), and the chunk's
-/// holders after them where `holders` is given (a fully parallel save hands a replica to any one of them).
+/// the save ranks holding its main replica: exactly one each), and the chunk's holders after them where `holders`
+/// is given (a fully parallel save hands a replica to any one of them). Several main replicas of a chunk are a plan
+/// bug (harness_error) in the reference's description, description_disagrees in Megatron's.
 Result<json::Json> expected_writers_json(const std::map<Chunk, std::vector<std::int64_t>>& main_replicas,
-                                         const std::map<Chunk, std::set<std::int64_t>>* holders = nullptr);
+                                         const std::map<Chunk, std::set<std::int64_t>>* holders = nullptr,
+                                         DescribedBy described_by = DescribedBy::reference);
 
 /// One of the plan's files: the JSON on one line.
 Status write_plan_file(const std::filesystem::path& path, const json::Json& value);

@@ -52,6 +52,20 @@ std::vector<Segment> gtp_window(const std::vector<Segment>& unwrapped, const Gtp
 
 /// Whether two entries' global offsets agree on their first `prepended` axes (the layer and expert axes that
 /// tell apart a GPT's layers, which share one key).
+/// "rows [b, b+r) hold <key> from [offset]": one segment, as a difference names it.
+std::string segment_text(const Segment& s) {
+  return "rows [" + std::to_string(s.begin) + ", " + std::to_string(s.begin + s.rows) + ") hold " + s.key + " from [" +
+         offset_text(s.global_offset) + "]";
+}
+
+/// The first segment where Megatron's description and the reference's layout part (both lists in row order).
+std::string first_difference(const std::vector<Segment>& described, const std::vector<Segment>& reference) {
+  const auto [d, r] = std::mismatch(described.begin(), described.end(), reference.begin(), reference.end());
+  const std::string megatron = d == described.end() ? "nothing more" : segment_text(*d);
+  const std::string ref = r == reference.end() ? "nothing more" : segment_text(*r);
+  return "Megatron describes " + megatron + ", the reference lays out " + ref;
+}
+
 bool same_prepended(const Shape& a, const Shape& b, std::int64_t prepended) {
   const auto n = static_cast<std::size_t>(prepended);
   return a.size() >= n && b.size() >= n && std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin());
@@ -59,10 +73,10 @@ bool same_prepended(const Shape& a, const Shape& b, std::int64_t prepended) {
 
 Status require_shard_rows(const std::string& key, std::int64_t rank, std::int64_t shard, const GtpPadding& padding) {
   if (padding.shard_rows == shard) return Ok{};
-  return make_error(seam_kind::harness_error, "GTP-wrapped " + key + " on rank " + std::to_string(rank) + ": " +
-                                                  std::to_string(shard) + " shard rows, the reference's padding of " +
-                                                  std::to_string(padding.rows) + " rows gives " +
-                                                  std::to_string(padding.shard_rows));
+  return make_error(seam_kind::description_disagrees,
+                    "GTP-wrapped " + key + " on rank " + std::to_string(rank) + ": Megatron describes " +
+                        std::to_string(shard) + " shard rows, the reference's padding of " +
+                        std::to_string(padding.rows) + " rows gives " + std::to_string(padding.shard_rows));
 }
 
 /// The reference's tensor of `t`'s key and layer among the unwrapped entries; nullptr for none.
@@ -101,10 +115,11 @@ Result<std::optional<GatheredShard>> real_gtp_in_proj(const ModelDumpSpec& m, st
   IH_TRY_ASSIGN(g, gathered_shard(params));
   IH_TRY_ASSIGN(described, factory_segments(f));
   if (described != g.gathered)
-    return make_error(seam_kind::harness_error, "real GTP in_proj " + f.key + " on rank " + std::to_string(rank) +
-                                                    ": Megatron's gathered pieces are not the reference's (" +
-                                                    std::to_string(described.size()) + " vs " +
-                                                    std::to_string(g.gathered.size()) + " segments)");
+    return make_error(seam_kind::description_disagrees,
+                      "real GTP in_proj " + f.key + " on rank " + std::to_string(rank) +
+                          ": Megatron's gathered pieces are not the reference's (" +
+                          first_difference(described, g.gathered) + "; " + std::to_string(described.size()) + " vs " +
+                          std::to_string(g.gathered.size()) + " segments)");
   return std::optional<GatheredShard>(std::move(g));
 }
 
@@ -115,7 +130,8 @@ Result<std::optional<std::vector<Segment>>> real_gtp_padded_rows(const ModelDump
   IH_TRY_ASSIGN(reference, unwrapped_reference(m, l));
   const ShardedTensor* ref = reference_tensor(reference, t);
   if (!ref)
-    return make_error(seam_kind::harness_error, "GTP-padded " + t.key + ": the reference model has no such tensor");
+    return make_error(seam_kind::description_disagrees,
+                      "GTP-padded " + t.key + ": Megatron describes it, the reference model has no such tensor");
   const auto axis = static_cast<std::size_t>(ref->prepend_axis_num);
   const std::int64_t rows = ref->local_shape.empty() ? 1 : ref->local_shape[0], shard = t.local_shape[0];
   const auto fragments = [axis](const ShardedTensor& x) {
@@ -140,7 +156,8 @@ Result<std::optional<std::vector<Segment>>> real_gtp_factory_rows(const ModelDum
   IH_TRY_ASSIGN(found, reference_factory(reference, f, pieces));
   const auto& [ref, unwrapped] = found;
   if (!ref)
-    return make_error(seam_kind::harness_error, "GTP-wrapped factory " + f.key + ": the reference model has none");
+    return make_error(seam_kind::description_disagrees,
+                      "GTP-wrapped factory " + f.key + ": Megatron describes it, the reference model has none");
   IH_TRY_ASSIGN(described, factory_local_shape(f));
   const std::int64_t rows = ref->data->rows(), shard = described.empty() ? 1 : described[0];
   if (shard == rows) return Rows();

@@ -2,7 +2,9 @@
 // LibTorch. Every named scenario at a few world sizes, the files and coverage it promises, one
 // hand-computed expectation per kind of layout change, the plan's oracle field, and each refusal.
 #include "harness/roundtrip/world_plan.h"
+#include "harness/roundtrip/plan_segments.h"
 #include "harness/roundtrip/roundtrip_session.h"
+#include "harness/roundtrip/world_run.h"
 
 #include <gtest/gtest.h>
 
@@ -534,7 +536,8 @@ TEST(WorldPlan, RealGtpInProjIsFilledAndCheckedOnTheParametersShard) {
       }
     EXPECT_TRUE(found) << r;
   }
-  // The reference factory and the factory Megatron describes must agree, else a harness error.
+  // The reference factory and the factory Megatron describes must agree, else Megatron's layout is not the spec's:
+  // a verdict on Megatron naming the first piece where they part, not a harness error.
   const auto different = [](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
     ModelDumpSpec other = spec;
     other.config.mamba_state = 4;  // B and C of 32 rows, not 64
@@ -542,8 +545,102 @@ TEST(WorldPlan, RealGtpInProjIsFilledAndCheckedOnTheParametersShard) {
   };
   const auto refused = write_world_scenario(*s, dir.path, different);
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().kind, seam_kind::harness_error) << refused.error().message;
+  EXPECT_EQ(refused.error().kind, seam_kind::description_disagrees) << refused.error().message;
   EXPECT_TRUE(contains(refused.error().message, "gathered pieces are not the reference's")) << refused.error().message;
+  const std::string key = "decoder.layers.0.mixer.in_proj.weight";
+  // z and x (64 rows each) agree; B is where they part: 32 rows described, 64 laid out.
+  EXPECT_TRUE(contains(refused.error().message, "Megatron describes rows [128, 160) hold " + key + ".B from [0,0]"))
+      << refused.error().message;
+  EXPECT_TRUE(contains(refused.error().message, "the reference lays out rows [128, 192) hold " + key + ".B"))
+      << refused.error().message;
+  // Two same-shaped pieces traded in Megatron's description (x described where the reference lays out z).
+  const auto traded = [](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    IH_TRY_ASSIGN(entries, DescribedAsMegatronUnderGtp{}(spec, rank));
+    Json dumped = json::dump_entries_to_json(entries);
+    const std::function<void(Json&)> trade = [&](Json& j) {
+      if (j.is_object() && j.contains("key") && j["key"].is_string()) {
+        const std::string name = j["key"].get<std::string>();
+        if (name.ends_with(".in_proj.weight.z")) j["key"] = name.substr(0, name.size() - 1) + "x";
+        if (name.ends_with(".in_proj.weight.x")) j["key"] = name.substr(0, name.size() - 1) + "z";
+      }
+      if (j.is_structured())
+        for (Json& v : j) trade(v);
+    };
+    trade(dumped);
+    return json::entries_from_json(dumped);
+  };
+  const auto swapped = write_world_scenario(*s, dir.path, traded);
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_EQ(swapped.error().kind, seam_kind::description_disagrees) << swapped.error().message;
+  EXPECT_TRUE(contains(swapped.error().message, "Megatron describes rows [0, 64) hold " + key +
+                                                    ".x from [0,0], the reference lays out rows [0, 64) hold " + key +
+                                                    ".z"))
+      << swapped.error().message;
+}
+
+/// The reference's description (DescribedByReference) with each dumped entry edited by `edit(entry, path, rank)`:
+/// how a changed Megatron might describe its model.
+RealModelEntries described_edited(std::function<void(Json& entry, const std::string& path, std::int64_t rank)> edit) {
+  return [edit](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    IH_TRY_ASSIGN(entries, DescribedByReference{}(spec, rank));
+    Json dumped = json::dump_entries_to_json(entries);
+    for (Json& item : dumped) edit(item["entry"], item["path"].get<std::string>(), rank);
+    return json::entries_from_json(dumped);
+  };
+}
+
+TEST(WorldPlan, SeveralMainReplicasAreMegatronsFailureInItsDescriptionAndAPlanBugInTheReferences) {
+  const std::map<Chunk, std::vector<std::int64_t>> twice{{{"w", {0, 0}}, {0, 2}}, {{"v", {0}}, {1}}};
+  const auto reference = expected_writers_json(twice);
+  ASSERT_FALSE(reference.ok());
+  EXPECT_EQ(reference.error().kind, seam_kind::harness_error);
+  EXPECT_TRUE(contains(reference.error().message, "plan bug: 2 main replicas of w at [0,0] (save ranks 0, 2)"))
+      << reference.error().message;
+  const auto megatron = expected_writers_json(twice, nullptr, DescribedBy::megatron);
+  ASSERT_FALSE(megatron.ok());
+  EXPECT_EQ(megatron.error().kind, seam_kind::description_disagrees);
+  EXPECT_TRUE(contains(megatron.error().message, "describes 2 main replicas of w at [0,0] (save ranks 0, 2)"))
+      << megatron.error().message;
+  const std::map<Chunk, std::vector<std::int64_t>> once{{{"w", {0, 0}}, {2}}};
+  EXPECT_EQ(expected_writers_json(once, nullptr, DescribedBy::megatron)->dump(), R"([["w",[0,0],2]])");
+}
+
+TEST(WorldRun, AScenarioMegatronDescribesOtherwiseFailsAloneAndAPlanBugIsItsHarnessError) {
+  // GPT at TP 2 x PP 2 with tied embeddings: the last stage's output layer holds the embedding as a replica
+  // (replica id (1, 0, dp)). Described as main there too, the embedding's chunks have two writers.
+  auto tied = make_world_scenario("real_gpt_hybrid_training_pp", 4, 2);
+  auto other = make_world_scenario("real_gpt_hybrid_moe", 4, 2);
+  ASSERT_TRUE(tied.ok() && other.ok());
+  const RealModelEntries main_on_last_stage = described_edited([](Json& e, const std::string& path, std::int64_t) {
+    if (path.ends_with("output_layer.weight") && e["key"] == "embedding.word_embeddings.weight") e["replica_id"][0] = 0;
+  });
+  TempDir dir;
+  WorldRunOptions o;
+  o.work = dir.path, o.real_entries = main_on_last_stage;
+  const auto report = run_world_roundtrips({*tied}, o);  // planned nothing: no world starts
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  ASSERT_EQ(report->scenarios.size(), 1u);
+  const ScenarioOutcome& failed = report->scenarios[0];
+  EXPECT_EQ(failed.name, "real_gpt_hybrid_training_pp");
+  EXPECT_EQ(failed.outcome, Outcome::failed);
+  EXPECT_EQ(report->exit_code(), kExitCheckFailed);
+  ASSERT_EQ(failed.problems.size(), 1u);
+  EXPECT_TRUE(contains(failed.problems[0], "Megatron's description disagrees with the reference"));
+  EXPECT_TRUE(
+      contains(failed.problems[0], "2 main replicas of embedding.word_embeddings.weight at [0,0] (save ranks 0, 2)"))
+      << failed.problems[0];
+  // Described as the reference lays it out, the same scenario plans (the edit is what failed it).
+  EXPECT_TRUE(write_world_scenario(*tied, dir.path / "plain", DescribedByReference{}).ok());
+  // A scenario the harness cannot plan (no description of its real models at all) is a harness error of its own.
+  WorldRunOptions none;
+  none.work = dir.path / "none";
+  const auto broken = run_world_roundtrips({*other}, none);
+  ASSERT_TRUE(broken.ok()) << broken.error().message;
+  ASSERT_EQ(broken->scenarios.size(), 1u);
+  EXPECT_EQ(broken->scenarios[0].outcome, Outcome::harness_error);
+  EXPECT_EQ(broken->exit_code(), kExitHarnessError);
+  EXPECT_TRUE(contains(broken->scenarios[0].problems.at(0), "planning failed: harness_error"))
+      << broken->scenarios[0].problems.at(0);
 }
 
 TEST(WorldPlan, RealGtpPaddedLinearIsCheckedOnTheUnpaddedRows) {

@@ -106,8 +106,23 @@ void WorldRunReport::merge(WorldRunReport other) {
 
 namespace {
 
-/// 1. The plan and the oracle of every scenario, from the C++ reference, and the run's plan.json.
-Status plan_scenarios(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
+/// The outcome of a scenario that could not be planned: failed where Megatron's description of its real model is
+/// not the reference's layout (a verdict on Megatron), else the error's own outcome (a plan bug: harness error).
+ScenarioOutcome unplanned_outcome(const WorldScenario& s, const Error& why, Device device) {
+  ScenarioOutcome r = outcome_before_running(s);
+  r.device = device;
+  r.outcome = outcome_of_error(why.kind);
+  r.problems.push_back(why.kind == seam_kind::description_disagrees
+                           ? "Megatron's description disagrees with the reference: " + why.message
+                           : "planning failed: " + std::string(to_string(why.kind)) + ": " + why.message);
+  return r;
+}
+
+/// 1. The plan and the oracle of every scenario, from the C++ reference, and the run's plan.json. A scenario that
+/// cannot be planned is judged on its own in `unplanned` (unplanned_outcome) and runs in no world; the others do.
+Result<std::vector<const WorldScenario*>> plan_scenarios(const std::vector<WorldScenario>& scenarios,
+                                                         const WorldRunOptions& o,
+                                                         std::vector<ScenarioOutcome>& unplanned) {
   const std::int64_t save_ranks = scenarios[0].save.ranks(), load_ranks = scenarios[0].load.ranks();
   std::vector<const WorldScenario*> planned;
   for (const WorldScenario& s : scenarios) {
@@ -116,14 +131,20 @@ Status plan_scenarios(const std::vector<WorldScenario>& scenarios, const WorldRu
     const fs::path dir = o.work / scenario_dir(s.name);
     std::error_code ec;
     fs::remove_all(dir, ec);
-    IH_TRY_ASSIGN(st, write_world_scenario(s, dir, o.real_entries));
+    auto st = write_world_scenario(s, dir, o.real_entries);
+    if (!st.ok()) {
+      unplanned.push_back(unplanned_outcome(s, st.error(), o.device));
+      o.progress(std::string(to_string(unplanned.back().outcome)) + " " + s.name + ": " + unplanned.back().problems[0]);
+      continue;
+    }
     planned.push_back(&s);
     o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +
-               "; " + std::to_string(st.gpt_keys) + " keys saved, " + std::to_string(st.saved_elements) +
-               " elements saved, " + std::to_string(st.expected_elements) + " expected on the load ranks");
+               "; " + std::to_string(st->gpt_keys) + " keys saved, " + std::to_string(st->saved_elements) +
+               " elements saved, " + std::to_string(st->expected_elements) + " expected on the load ranks");
   }
   IH_TRY_ASSIGN(plan, world_plan_json(planned, o.device));
-  return write_json_file(o.work / "plan.json", plan);
+  IH_TRY_STATUS(write_json_file(o.work / "plan.json", plan));
+  return planned;
 }
 
 /// The save world's faults outside the checks: its timeout (with the ranks it named) and a world mpirun could not
@@ -236,12 +257,16 @@ void judge_stored_bytes(const fs::path& dir, ScenarioOutcome& r) {
 
 }  // namespace
 
-Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
-  if (scenarios.empty()) return make_error(ErrorKind::invalid_argument, "no scenario to run");
+Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& all, const WorldRunOptions& o) {
+  if (all.empty()) return make_error(ErrorKind::invalid_argument, "no scenario to run");
   std::error_code ec;
   fs::create_directories(o.work, ec);
   if (ec) return make_error(seam_kind::harness_error, "cannot create " + o.work.string() + ": " + ec.message());
-  IH_TRY_STATUS(plan_scenarios(scenarios, o));
+  WorldRunReport report;
+  IH_TRY_ASSIGN(planned, plan_scenarios(all, o, report.scenarios));
+  if (planned.empty()) return report;  // every scenario judged at its plan
+  std::vector<WorldScenario> scenarios;
+  for (const WorldScenario* s : planned) scenarios.push_back(*s);
   // 2. The verifier (built on first use) before any world starts.
   IH_TRY_ASSIGN(verifier, ensure_roundtrip_verifier(o.progress));
   std::map<std::string, ScenarioOutcome> out;
@@ -258,7 +283,6 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& sc
     std::ofstream(o.work / scenario_dir(s.name) / "checkpoint.complete") << "saved by all " << save_ranks << " ranks\n";
     loadable.push_back(s.name);
   }
-  WorldRunReport report;
   record_save_faults(save, o, report);
 
   // 4. Faults that damage a complete checkpoint, then the load world on what is loadable.

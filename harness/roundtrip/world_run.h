@@ -61,8 +61,9 @@ struct ScenarioOutcome {
   Device device = Device::cpu;
   std::int64_t save_ranks = 0, load_ranks = 0;
   /// passed: every element verified; failed: wrong elements, Megatron raised, a rank died, a damaged
-  /// checkpoint; not_run: Megatron cannot run here (a CUDA-type error); harness_error: a worker failed
-  /// outside Megatron or nothing could be verified; timeout: its world or the verifier timed out.
+  /// checkpoint, Megatron's description of a real model is not the reference's; not_run: Megatron cannot run here (a
+  /// CUDA-type error); harness_error: a worker failed outside Megatron or nothing could be verified; timeout: its world
+  /// or the verifier timed out.
   Outcome outcome = Outcome::failed;
   bool ok() const { return outcome == Outcome::passed; }
   std::int64_t elements_verified = 0, wrong_elements = 0, peak_bytes_per_rank = 0;
@@ -91,7 +92,10 @@ struct WorldRunReport {
 
 /// Runs one pair of worlds on `scenarios` (all of the same world sizes): writes each one's plan, builds the
 /// verifier on first use, launches the save world, then the load world on what was saved completely (again on the
-/// scenarios a failing rank left unstarted), and verifies what every load rank loaded.
+/// scenarios a failing rank left unstarted), and verifies what every load rank loaded. A scenario that cannot be
+/// planned runs in no world and has its own outcome: failed where Megatron describes its real model otherwise than
+/// the reference lays it out (seam_kind::description_disagrees, the difference named), else a harness error; the
+/// other scenarios still run to their own verdicts.
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& scenarios,
                                             const WorldRunOptions& options);
 
