@@ -1,6 +1,7 @@
 // `interop-harness gate`, `mutants` and `repro`: the checks against a target, the proof that they
 // catch planted bugs, and the one-command replay of a single failing check or property case.
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -62,7 +63,7 @@ Flag<O> property_cases_flag() {
 
 struct GateOptions : TargetOptions {
   bool require_all = false, json = false, list_mutants = false;
-  std::optional<std::string> allow_not_run, report;
+  std::optional<std::string> allow_not_run, report, checks_from;
 };
 
 const std::vector<Flag<GateOptions>> kGateFlags = [] {
@@ -78,7 +79,9 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
                  "with --require-all: comma-separated parts of a check name or NOT RUN reason"},
                 {"report", &G::report, "write junit.xml, report.json and summary.md into this folder"},
                 {"json", &G::json, "print the JSON report on stdout (progress goes to stderr)"},
-                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"}});
+                {"list-mutants", &G::list_mutants, "list the target's planted mutants with their bug classes"},
+                {"checks-from", &G::checks_from,
+                 "internal (mutate): run only the checks this file names, one name (gate/<group>/<name>) a line"}});
   return flags;
 }();
 
@@ -241,6 +244,22 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   return kExitOk;
 }
 
+/// The checks the file `list` names (one check name a line: names hold commas), in the gate's order; an
+/// unreadable list or a name of no check is invalid_argument (a stale list must not pass by running nothing).
+Result<std::vector<gate::Check>> only_named_checks(std::vector<gate::Check> checks, const std::string& list) {
+  std::ifstream in(list);
+  if (!in) return make_error(ErrorKind::invalid_argument, "--checks-from " + list + ": cannot be read");
+  std::set<std::string> wanted;
+  for (std::string name; std::getline(in, name);)
+    if (!name.empty()) wanted.insert(name);
+  std::vector<gate::Check> kept;
+  for (gate::Check& check : checks)
+    if (wanted.erase(check.check_name())) kept.push_back(std::move(check));
+  if (!wanted.empty())
+    return make_error(ErrorKind::invalid_argument, "--checks-from: no gate check is called '" + *wanted.begin() + "'");
+  return kept;
+}
+
 std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) {
   std::vector<Outcome> out;
   for (const auto& r : results) out.push_back(r.answer.outcome);
@@ -269,6 +288,8 @@ int gate_command(const std::vector<std::string>& argv) {
   const Budget budget = budget_of(*args, *spec);
   std::ostream& progress = args->json ? std::cerr : std::cout;
   auto checks = all_checks(budget, spec->target != TargetKind::reference, real_roundtrip_runner(*spec, progress));
+  if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
+  if (args->checks_from) checks = only_named_checks(std::move(*checks), *args->checks_from);
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget.corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
