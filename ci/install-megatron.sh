@@ -70,6 +70,7 @@ marker_satisfies() {
   [ -x "$py" ] && [ -f "$marker" ] || return 1
   grep -qx "$want_torch" "$marker" || return 1
   grep -q '^pytest=' "$marker" || return 1  # a venv from before pytest joined: install it, nothing else changes
+  grep -qx 'cosmic-ray=8.7.0' "$marker" || return 1  # likewise cosmic-ray (mutate)
   if [ -z "$megatron_path" ]; then
     grep -qx "$want_mcore" "$marker" || return 1
   fi
@@ -113,6 +114,9 @@ pip_quiet=(-q --disable-pip-version-check)
 
 log "installing torch==$TORCH_VERSION numpy packaging pytest (large CUDA wheels; several minutes)"
 "$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging pytest >&2
+# mutate's operators (docs/guides/mutation-testing.md): cosmic-ray used as a library, pinned.
+log "installing cosmic-ray==8.7.0"
+"$py" -m pip install "${pip_quiet[@]}" "cosmic-ray==8.7.0" >&2
 
 mcore_line="megatron-core=external"
 if [ -z "$megatron_path" ]; then
@@ -137,7 +141,8 @@ lines = [want_torch, mcore_line,
          "torch_installed=" + torch.__version__,
          "numpy=" + numpy.__version__,
          "packaging=" + md.version("packaging"),
-         "pytest=" + pytest.__version__]
+         "pytest=" + pytest.__version__,
+         "cosmic-ray=" + md.version("cosmic-ray")]
 try:
     lines.append("megatron_core_installed=" + md.version("megatron-core"))
 except md.PackageNotFoundError:
