@@ -37,6 +37,7 @@ def positions(source, allowed_lines, ops):
     counts positions in the pre-order walk that cosmic-ray's MutationVisitor applies them in."""
     tree = get_ast(source)
     nodes = list(ast_nodes(tree))
+    allowed_lines = set(allowed_lines) - headers_of_functions_never_run(nodes, allowed_lines)
     found = []
     for name, op in ops:
         occurrence = 0
@@ -46,6 +47,22 @@ def positions(source, allowed_lines, ops):
                     found.append((start[0], name, op, occurrence))
                 occurrence += 1
     return found
+
+
+def headers_of_functions_never_run(nodes, run_lines):
+    """The decorator and `def` lines of functions no line of whose body ran: they run at import, under
+    every check, but a mutant there (a decorator removed, a default changed) only shows when the function
+    is called, which no check does."""
+    out = set()
+    for node in nodes:
+        if node.type != "funcdef":
+            continue
+        body = node.children[-1]  # a suite starts on the `def` line (its newline): the body is below it
+        if body.type != "suite" or any(line in run_lines for line in range(body.start_pos[0] + 1, body.end_pos[0] + 1)):
+            continue
+        start = node.parent.start_pos[0] if node.parent.type == "decorated" else node.start_pos[0]
+        out.update(range(start, body.start_pos[0] + 1))
+    return out
 
 
 def spread(found, max_mutants, seed):
