@@ -30,7 +30,7 @@ sed -i '135s/return self.axis_fragmentations is not None/return (self.axis_fragm
   --coverage-json "$coverage" --max-mutants 2 --json > "$work/base.json"
 rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ] || { echo "FAIL: mutate --base-megatron-path exited $rc"; exit 1; }
-exec python3 - "$work" "$coverage" "$file" <<'PY'
+python3 - "$work" "$coverage" "$file" <<'PY'
 import json, sys
 work, coverage, file = sys.argv[1:]
 contexts = json.load(open(coverage))["files"][file]["contexts"]
