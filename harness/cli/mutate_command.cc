@@ -53,8 +53,8 @@ std::optional<Error> refused(const MutateOptions& o) {
   const auto bad = [](const std::string& why) { return make_error(ErrorKind::invalid_argument, why); };
   if (o.target.value_or("megatron") != "megatron") return bad("mutate: --target must be megatron");
   if (!o.files && !o.positionals.empty()) return bad("mutate: unexpected word '" + o.positionals[0] + "'");
-  for (const auto& [flag, tree] : {std::pair{"--megatron-path", o.megatron_path}, {"--base-megatron-path",
-                                                                                    o.base_megatron_path}})
+  for (const auto& [flag, tree] :
+       {std::pair{"--megatron-path", o.megatron_path}, {"--base-megatron-path", o.base_megatron_path}})
     if (tree && !fs::is_regular_file(fs::path(*tree) / "megatron" / "core" / "__init__.py"))
       return bad(std::string(flag) + " " + *tree + " is not a Megatron-LM tree: no megatron/core/__init__.py there");
   if (o.coverage_json && !fs::is_regular_file(*o.coverage_json))
@@ -76,16 +76,15 @@ int mutate_command(const std::vector<std::string>& argv) {
   if (!args) return exit_code;
   if (const auto error = refused(*args)) return report_error(*error, kExitBadInput);
   std::error_code ec;
-  const mutate::CampaignOptions options{
-      std::filesystem::absolute(*args->megatron_path).lexically_normal().string(),
-      args->base_megatron_path,
-      globs_of(*args),
-      args->max_mutants,
-      args->seed,
-      args->coverage_json,
-      args->whole_gate,
-      args->corpus.value_or(install::corpus_dir().string()),
-      std::filesystem::read_symlink("/proc/self/exe", ec).string()};
+  const mutate::CampaignOptions options{std::filesystem::absolute(*args->megatron_path).lexically_normal().string(),
+                                        args->base_megatron_path,
+                                        globs_of(*args),
+                                        args->max_mutants,
+                                        args->seed,
+                                        args->coverage_json,
+                                        args->whole_gate,
+                                        args->corpus.value_or(install::corpus_dir().string()),
+                                        std::filesystem::read_symlink("/proc/self/exe", ec).string()};
   std::ostream& progress = args->json ? std::cerr : std::cout;
   const auto campaign = mutate::run_campaign(options, progress);
   if (!campaign.ok())

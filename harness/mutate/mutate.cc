@@ -41,8 +41,7 @@ FileLines lines_to_mutate(const coverage::LineContexts& coverage, const std::vec
                           const std::optional<FileLines>& changed) {
   FileLines out;
   for (const auto& [file, lines] : coverage) {
-    if (std::none_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_matches(g, file); }))
-      continue;
+    if (std::none_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_matches(g, file); })) continue;
     const auto change = changed ? changed->find(file) : FileLines::const_iterator{};
     if (changed && change == changed->end()) continue;
     for (const auto& [line, checks] : lines) {
@@ -168,9 +167,12 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
     if (mutant.outcome == "timeout") timed_out = name;
     if (!ran(mutant.outcome) && ran(clean_verdict.outcome)) no_verdict = name + ": " + mutant.outcome;
   }
-  if (!j.killed_by.empty()) j.outcome = Outcome::killed;
-  else if (!timed_out.empty()) j = {Outcome::timeout, {}, timed_out + " timed out"};
-  else if (!no_verdict.empty()) j = {Outcome::incompetent, {}, no_verdict};
+  if (!j.killed_by.empty())
+    j.outcome = Outcome::killed;
+  else if (!timed_out.empty())
+    j = {Outcome::timeout, {}, timed_out + " timed out"};
+  else if (!no_verdict.empty())
+    j = {Outcome::incompetent, {}, no_verdict};
   return j;
 }
 

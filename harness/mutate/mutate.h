@@ -60,9 +60,9 @@ std::string to_string(Outcome outcome);
 
 /// How a mutant's gate run ended.
 struct MutantRun {
-  bool timed_out = false;         // the whole run passed its deadline and was killed
+  bool timed_out = false;                // the whole run passed its deadline and was killed
   std::optional<GateVerdicts> verdicts;  // none: the gate gave no report (the mutant broke the adapter's start)
-  std::string why;                // the run's error, when no report
+  std::string why;                       // the run's error, when no report
 };
 
 /// What one mutant's run makes of it against the clean tree's verdicts of the same checks.
@@ -90,8 +90,8 @@ Result<std::vector<Equivalent>> load_equivalents(const std::filesystem::path& fo
 struct Mutant {
   std::string file, op, diff, diff_sha256, source;  // source: the mutated file's text's path
   std::int64_t line = 0;
-  std::string function;                 // the function holding the line ("<module>" at top level)
-  std::vector<std::string> checks;      // the checks that ran it
+  std::string function;             // the function holding the line ("<module>" at top level)
+  std::vector<std::string> checks;  // the checks that ran it
   Judgement judgement;
   double seconds = 0;
 };

@@ -38,11 +38,15 @@ json::Json campaign_json(const std::vector<Mutant>& mutants) {
   json::Json listed = json::Json::array();
   for (const Mutant& m : mutants) {
     all.add(m.judgement.outcome);
-    json::Json one{{"file", m.file},         {"line", m.line},
-                   {"operator", m.op},       {"diff", m.diff},
+    json::Json one{{"file", m.file},
+                   {"line", m.line},
+                   {"operator", m.op},
+                   {"diff", m.diff},
                    {"outcome", to_string(m.judgement.outcome)},
-                   {"checks", m.checks},     {"killed_by", m.judgement.killed_by},
-                   {"function", m.function}, {"diff_sha256", m.diff_sha256},
+                   {"checks", m.checks},
+                   {"killed_by", m.judgement.killed_by},
+                   {"function", m.function},
+                   {"diff_sha256", m.diff_sha256},
                    {"seconds", m.seconds}};
     if (!m.judgement.note.empty()) one["note"] = m.judgement.note;
     listed.push_back(std::move(one));
@@ -50,22 +54,29 @@ json::Json campaign_json(const std::vector<Mutant>& mutants) {
   json::Json files = json::Json::object(), functions = json::Json::object();
   for (const auto& [file, t] : tallies(mutants, [](const Mutant& m) { return m.file; })) files[file] = t.score();
   for (const auto& [function, t] : tallies(mutants, function_key)) functions[function] = t.score();
-  return {{"score", all.score()},     {"killed", all.killed},           {"survived", all.survived},
-          {"timeout", all.timeout},   {"incompetent", all.incompetent}, {"equivalent", all.equivalent},
-          {"mutants", listed},        {"files", files},                 {"functions", functions}};
+  return {{"score", all.score()},
+          {"killed", all.killed},
+          {"survived", all.survived},
+          {"timeout", all.timeout},
+          {"incompetent", all.incompetent},
+          {"equivalent", all.equivalent},
+          {"mutants", listed},
+          {"files", files},
+          {"functions", functions}};
 }
 
 std::string campaign_summary(const std::vector<Mutant>& mutants) {
   std::ostringstream out;
   Tally all;
   for (const Mutant& m : mutants) all.add(m.judgement.outcome);
-  out << "# Mutation campaign\n\nscore " << all.text() << " (killed / killed + survived + timeout); "
-      << all.incompetent << " incompetent, " << all.equivalent << " equivalent (pinned)\n\n"
+  out << "# Mutation campaign\n\nscore " << all.text() << " (killed / killed + survived + timeout); " << all.incompetent
+      << " incompetent, " << all.equivalent << " equivalent (pinned)\n\n"
       << "| file | killed/judged |\n|---|---|\n";
   for (const auto& [file, t] : tallies(mutants, [](const Mutant& m) { return m.file; }))
     out << "| " << file << " | " << t.text() << " |\n";
   out << "\n| function | killed/judged |\n|---|---|\n";
-  for (const auto& [function, t] : tallies(mutants, function_key)) out << "| " << function << " | " << t.text() << " |\n";
+  for (const auto& [function, t] : tallies(mutants, function_key))
+    out << "| " << function << " | " << t.text() << " |\n";
   out << "\n## Survivors\n";
   for (const Mutant& m : mutants) {
     if (m.judgement.outcome != Outcome::survived && m.judgement.outcome != Outcome::timeout) continue;

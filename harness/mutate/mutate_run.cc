@@ -47,9 +47,9 @@ Result<coverage::LineContexts> gate_coverage(const CampaignOptions& o, const fs:
                              milliseconds(3'600'000)));
   const fs::path json = report / "coverage" / "coverage.json";
   if (!fs::exists(json))
-    return make_error(seam_kind::harness_error,
-                      "the coverage gate run left no " + json.string() + " (exit " +
-                          std::to_string(run.outcome.exit_code) + "; a gate without --coverage: pass --coverage-json)");
+    return make_error(seam_kind::harness_error, "the coverage gate run left no " + json.string() + " (exit " +
+                                                    std::to_string(run.outcome.exit_code) +
+                                                    "; a gate without --coverage: pass --coverage-json)");
   return coverage::read_coverage_json(json.string(), o.tree);
 }
 
@@ -78,8 +78,11 @@ Result<FileLines> changed_lines(const CampaignOptions& o, const coverage::LineCo
 /// cosmic-ray's mutants of `lines` (mutation_points.py in the Megatron venv), their sources under `work`.
 Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const CampaignOptions& o, const FileLines& lines,
                                                                   const fs::path& work) {
-  json::Json request{{"root", o.tree}, {"max_mutants", o.max_mutants}, {"seed", o.seed},
-                     {"out", (work / "sources").string()}, {"lines", json::Json::object()}};
+  json::Json request{{"root", o.tree},
+                     {"max_mutants", o.max_mutants},
+                     {"seed", o.seed},
+                     {"out", (work / "sources").string()},
+                     {"lines", json::Json::object()}};
   for (const auto& [file, numbers] : lines) request["lines"][file] = numbers;
   fs::create_directories(work / "sources");
   IH_TRY_STATUS(write_text(work / "request.json", json::dump(request)));
@@ -105,8 +108,8 @@ Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const Campaign
 Result<std::pair<MutantRun, double>> run_checks(const CampaignOptions& o, const std::string& tree,
                                                 const std::vector<std::string>& checks, const fs::path& list,
                                                 milliseconds deadline) {
-  std::vector<std::string> argv = {o.self, "gate", "--target", "megatron", "--megatron-path", tree, "--json",
-                                   "--corpus", o.corpus};
+  std::vector<std::string> argv = {o.self, "gate",   "--target", "megatron", "--megatron-path",
+                                   tree,   "--json", "--corpus", o.corpus};
   if (!o.whole_gate) {
     std::string names;
     for (const std::string& c : checks) names += c + "\n";
@@ -182,8 +185,9 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   }
   const std::vector<std::string> all_checks = sorted_union(result.mutants);
   progress << "INFO: " << result.mutants.size() << " mutants of " << result.positions << " positions; the clean tree"
-           << " first (" << (o.whole_gate ? std::string("the whole gate") : std::to_string(all_checks.size()) + " checks")
-           << ")\n" << std::flush;
+           << " first ("
+           << (o.whole_gate ? std::string("the whole gate") : std::to_string(all_checks.size()) + " checks") << ")\n"
+           << std::flush;
   IH_TRY_ASSIGN(clean, run_checks(o, o.tree, all_checks, work / "checks.txt", milliseconds(3'600'000)));
   if (!clean.first.verdicts)
     return make_error(seam_kind::harness_error, "the clean tree's checks gave no report: " + clean.first.why);
@@ -192,13 +196,14 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   const milliseconds deadline(static_cast<std::int64_t>(3'000 * clean.second) + 60'000);
   for (std::size_t i = 0; i < result.mutants.size(); ++i) {
     Mutant& m = result.mutants[i];
-    progress << "INFO: [" << i + 1 << "/" << result.mutants.size() << "] " << m.file << ":" << m.line << " "
-             << m.op << " (" << (o.whole_gate ? std::string("whole gate") : std::to_string(m.checks.size()) + " checks")
+    progress << "INFO: [" << i + 1 << "/" << result.mutants.size() << "] " << m.file << ":" << m.line << " " << m.op
+             << " (" << (o.whole_gate ? std::string("whole gate") : std::to_string(m.checks.size()) + " checks")
              << ") ... " << std::flush;
     IH_TRY_STATUS(run_mutant(o, m, *clean.first.verdicts, work, static_cast<int>(i), deadline));
     apply_equivalents(m, pins);
     progress << to_string(m.judgement.outcome) << (m.judgement.note.empty() ? "" : " (" + m.judgement.note + ")")
-             << "\n" << std::flush;
+             << "\n"
+             << std::flush;
   }
   return result;
 }

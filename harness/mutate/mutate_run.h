@@ -13,9 +13,9 @@
 namespace ih::mutate {
 
 struct CampaignOptions {
-  std::string tree;                         // the Megatron-LM tree mutated (never edited)
-  std::optional<std::string> base;          // a BASE tree: only the lines changed from it
-  std::vector<std::string> globs;           // files, relative to the tree's root
+  std::string tree;                 // the Megatron-LM tree mutated (never edited)
+  std::optional<std::string> base;  // a BASE tree: only the lines changed from it
+  std::vector<std::string> globs;   // files, relative to the tree's root
   std::int64_t max_mutants = 20, seed = 1;
   std::optional<std::string> coverage_json;  // none: a `gate --coverage` run makes it
   bool whole_gate = false;                   // every mutant runs the whole gate (bench: selection's speedup)
@@ -25,9 +25,9 @@ struct CampaignOptions {
 
 struct CampaignResult {
   std::vector<Mutant> mutants;
-  std::int64_t positions = 0;   // cosmic-ray's positions on the lines to mutate
-  std::int64_t lines = 0;       // lines to mutate
-  double clean_seconds = 0;     // the clean tree's run of the checks
+  std::int64_t positions = 0;  // cosmic-ray's positions on the lines to mutate
+  std::int64_t lines = 0;      // lines to mutate
+  double clean_seconds = 0;    // the clean tree's run of the checks
 };
 
 /// Runs the campaign, one progress line per mutant. Bad input (globs matching nothing covered, a bad

@@ -90,7 +90,8 @@ TEST(ChecksReaching, TheLinesContextsOrForImportLinesTheFilesChecks) {
 
 TEST(ChangedLines, HunkHeadersOfTheNewSide) {
   const std::string diff =
-      "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -3 +3 @@\n-a\n+b\n@@ -10,0 +11,2 @@\n+c\n+d\n@@ -20,2 +21,0 @@\n-e\n-f\n";
+      "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -3 +3 @@\n-a\n+b\n@@ -10,0 +11,2 @@\n+c\n+d\n@@ -20,2 +21,0 "
+      "@@\n-e\n-f\n";
   EXPECT_EQ(changed_lines_of_diff(diff), (std::set<std::int64_t>{3, 11, 12}));
 }
 
