@@ -74,6 +74,7 @@ marker_satisfies() {
   grep -qx "$want_torch" "$marker" || return 1
   grep -q '^pytest=' "$marker" || return 1  # a venv from before pytest joined: install it, nothing else changes
   grep -qx "coverage=$COVERAGE_VERSION" "$marker" || return 1  # likewise coverage.py (gate --coverage)
+  grep -qx 'cosmic-ray=8.7.0' "$marker" || return 1  # likewise cosmic-ray (mutate)
   if [ -z "$megatron_path" ]; then
     grep -qx "$want_mcore" "$marker" || return 1
   fi
@@ -117,6 +118,9 @@ pip_quiet=(-q --disable-pip-version-check)
 
 log "installing torch==$TORCH_VERSION numpy packaging pytest coverage==$COVERAGE_VERSION (large CUDA wheels; several minutes)"
 "$py" -m pip install "${pip_quiet[@]}" "torch==$TORCH_VERSION" numpy packaging pytest "coverage==$COVERAGE_VERSION" >&2
+# mutate's operators (docs/guides/mutation-testing.md): cosmic-ray used as a library, pinned.
+log "installing cosmic-ray==8.7.0"
+"$py" -m pip install "${pip_quiet[@]}" "cosmic-ray==8.7.0" >&2
 
 mcore_line="megatron-core=external"
 if [ -z "$megatron_path" ]; then
@@ -142,7 +146,8 @@ lines = [want_torch, mcore_line,
          "numpy=" + numpy.__version__,
          "packaging=" + md.version("packaging"),
          "pytest=" + pytest.__version__,
-         "coverage=" + coverage.__version__]
+         "coverage=" + coverage.__version__,
+         "cosmic-ray=" + md.version("cosmic-ray")]
 try:
     lines.append("megatron_core_installed=" + md.version("megatron-core"))
 except md.PackageNotFoundError:

@@ -16,6 +16,8 @@ int layout_command(const std::vector<std::string>& args);
 int gate_command(const std::vector<std::string>& args);
 int repro_command(const std::vector<std::string>& args);
 int mutants_command(const std::vector<std::string>& args);
+/// `mutate`: cosmic-ray's mutants of Megatron's Python code, each run by the checks that reach it (mutate_command.cc).
+int mutate_command(const std::vector<std::string>& args);
 /// `properties`: the property suite against the reference or a planted mutant (properties_command.cc).
 int properties_command(const std::vector<std::string>& args);
 /// `pin TOKEN --reason R` writes corpus/regressions/<name>.pin; `pin --replay FILE` replays one.

@@ -1,6 +1,7 @@
 // `interop-harness gate`, `mutants` and `repro`: the checks against a target, the proof that they
 // catch planted bugs, and the one-command replay of a single failing check or property case.
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -65,7 +66,7 @@ Flag<O> property_cases_flag() {
 
 struct GateOptions : TargetOptions, BaseFlags {
   bool require_all = false, json = false, list_mutants = false, coverage = false, require_changed_lines_run = false;
-  std::optional<std::string> allow_not_run, report, base_megatron_path;
+  std::optional<std::string> allow_not_run, report, base_megatron_path, checks_from;
 };
 
 const std::vector<Flag<GateOptions>> kGateFlags = [] {
@@ -99,7 +100,9 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
         "megatron: record which lines of the --megatron-path tree every check ran (coverage.py); report the "
         "checkpoint path's functions never run (with --report: DIR/coverage/)"},
        {"require-changed-lines-run", &G::require_changed_lines_run,
-        "with --base-megatron-path: a changed line no check ran fails the gate"}});
+        "with --base-megatron-path: a changed line no check ran fails the gate"},
+       {"checks-from", &G::checks_from,
+        "internal (mutate): run only the checks this file names, one name (gate/<group>/<name>) a line"}});
   return flags;
 }();
 
@@ -269,6 +272,22 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   return kExitOk;
 }
 
+/// The checks the file `list` names (one check name a line: names hold commas), in the gate's order; an
+/// unreadable list or a name of no check is invalid_argument (a stale list must not pass by running nothing).
+Result<std::vector<gate::Check>> only_named_checks(std::vector<gate::Check> checks, const std::string& list) {
+  std::ifstream in(list);
+  if (!in) return make_error(ErrorKind::invalid_argument, "--checks-from " + list + ": cannot be read");
+  std::set<std::string> wanted;
+  for (std::string name; std::getline(in, name);)
+    if (!name.empty()) wanted.insert(name);
+  std::vector<gate::Check> kept;
+  for (gate::Check& check : checks)
+    if (wanted.erase(check.check_name())) kept.push_back(std::move(check));
+  if (!wanted.empty())
+    return make_error(ErrorKind::invalid_argument, "--checks-from: no gate check is called '" + *wanted.begin() + "'");
+  return kept;
+}
+
 std::vector<Outcome> outcomes_of(const std::vector<gate::CheckResult>& results) {
   std::vector<Outcome> out;
   for (const auto& r : results) out.push_back(r.answer.outcome);
@@ -296,6 +315,7 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
     cross = {cross_version_runner(spec, progress, CrossVersion::base_to_new),
              cross_version_runner(spec, progress, CrossVersion::new_to_base)};
   auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress), cross);
+  if (checks.ok() && args.checks_from) checks = only_named_checks(std::move(*checks), *args.checks_from);
   if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
   IH_TRY_ASSIGN(target, make_target(spec));
   report::GateRun run{describe_target(*target, spec), budget.seed, budget.property_cases, args.require_all, 0, {}};

@@ -25,6 +25,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"gate", ih::cli::gate_command, "pinned cases, scenarios, the properties and differential checks against a target"},
     {"mutants", ih::cli::mutants_command, "the gate against every planted mutant of a target (the kill matrix)"},
+    {"mutate", ih::cli::mutate_command, "mutants of Megatron's own code, each judged by the checks that reach it"},
     {"repro", ih::cli::repro_command, "replay the one case a REPRO token names"},
     {"properties", ih::cli::properties_command, "the RapidCheck property suite against the reference or a mutant"},
     {"pin", ih::cli::pin_command, "pin a failing case under corpus/regressions/ (pin --replay FILE replays one)"},

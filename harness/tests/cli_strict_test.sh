@@ -40,7 +40,7 @@ check twice-inline 2 'flag --tp given twice' -- "$cli" "${layout_args[@]}" --tp=
 check twice-pattern 2 'given twice' -- bash -c "echo '[]' | '$cli' retarget --pattern 'M*-' --pattern=M"
 
 # -h is --help in every command and subcommand.
-for words in gate mutants repro properties pin retarget layout roundtrip "pattern maps" "pattern make" "pattern check"; do
+for words in gate mutants mutate repro properties pin retarget layout roundtrip "pattern maps" "pattern make" "pattern check"; do
   # shellcheck disable=SC2086
   check "short-help-${words// /-}" 0 'usage: interop-harness' -- "$cli" $words -h
 done
@@ -58,6 +58,10 @@ check layout-tp-negative 2 '--tp -1 is outside' -- "$cli" layout gdp --d-inner-l
   --nheads-local 2 --tp -1 --gtp 2 --pad-align 16 --cols 2
 check roundtrip-tp-zero 2 '--save-tp 0 is outside' -- "$cli" roundtrip --target megatron --save-tp 0
 check roundtrip-ranks 2 '--save-ranks 65 is outside' -- "$cli" roundtrip --all --save-ranks 65
+check mutate-max-zero 2 '--max-mutants 0 is outside' -- "$cli" mutate --target megatron --megatron-path . --max-mutants 0
+check mutate-not-a-tree 2 'is not a Megatron-LM tree' -- "$cli" mutate --target megatron --megatron-path .
+check mutate-needs-path 2 '--megatron-path is required' -- "$cli" mutate --target megatron
+check gate-checks-from-stale 2 "no gate check is called 'gate/x/y'" -- "$cli" gate --checks-from <(printf 'gate/x/y\n')
 # Typed state, parsed once at the edge: a --fault, a --target or a --seed that names nothing is refused by name.
 check roundtrip-fault-word 2 "--fault 'kill:1': expected kill_save:R" -- "$cli" roundtrip --all --fault kill:1
 check roundtrip-fault-rank 2 'rank 2 is not in a world of 2 ranks' -- "$cli" roundtrip --all --save-ranks 2 \

@@ -1,0 +1,194 @@
+#include "harness/mutate/mutate.h"
+
+#include <fnmatch.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "models/text.h"
+
+namespace ih::mutate {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& checkpoint_path_globs() {
+  static const std::vector<std::string> globs = {
+      "megatron/core/dist_checkpointing/mapping.py",
+      "megatron/core/dist_checkpointing/serialization.py",
+      "megatron/core/dist_checkpointing/validation.py",
+      "megatron/core/dist_checkpointing/exchange_utils.py",
+      "megatron/core/dist_checkpointing/strategies/torch.py",
+      "megatron/core/models/gpt/gpt_model.py",
+      "megatron/core/models/hybrid/*.py",
+      "megatron/core/models/common/language_module/language_module.py",
+      "megatron/core/ssm/mamba_mixer.py",
+      "megatron/core/ssm/gated_delta_product.py",
+      "megatron/core/transformer/moe/experts.py",
+      "megatron/core/tensor_parallel/generalized_tensor_parallelism.py",
+      "megatron/core/optimizer/distrib_optimizer.py",
+      "megatron/core/optimizer/optimizer.py",
+      "megatron/training/checkpointing.py",
+  };
+  return globs;
+}
+
+bool glob_matches(const std::string& glob, const std::string& path) {
+  return fnmatch(glob.c_str(), path.c_str(), FNM_PATHNAME) == 0;
+}
+
+FileLines lines_to_mutate(const coverage::LineContexts& coverage, const std::vector<std::string>& globs,
+                          const std::optional<FileLines>& changed) {
+  FileLines out;
+  for (const auto& [file, lines] : coverage) {
+    if (std::none_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_matches(g, file); })) continue;
+    const auto change = changed ? changed->find(file) : FileLines::const_iterator{};
+    if (changed && change == changed->end()) continue;
+    for (const auto& [line, checks] : lines) {
+      if (changed && !change->second.count(line)) continue;
+      if (!checks_reaching(coverage, file, line).empty()) out[file].insert(line);
+    }
+  }
+  return out;
+}
+
+std::set<std::string> checks_reaching(const coverage::LineContexts& coverage, const std::string& file,
+                                      std::int64_t line) {
+  const auto lines = coverage.find(file);
+  if (lines == coverage.end()) return {};
+  const auto here = lines->second.find(line);
+  if (here == lines->second.end()) return {};
+  if (!here->second.empty()) return here->second;
+  std::set<std::string> any;
+  for (const auto& [unused, checks] : lines->second) any.insert(checks.begin(), checks.end());
+  return any;
+}
+
+Status build_overlay(const fs::path& tree, const fs::path& overlay, const std::string& relative,
+                     const std::string& text) {
+  std::error_code ec;
+  if (fs::exists(overlay, ec))
+    return make_error(seam_kind::harness_error, "overlay " + overlay.string() + " exists already");
+  const fs::path file(relative);
+  fs::path source_dir = tree, mirror_dir = overlay;
+  fs::create_directories(overlay, ec);
+  for (auto part = file.begin(); !ec && part != file.end(); ++part) {
+    const bool leaf = std::next(part) == file.end();
+    for (const fs::directory_entry& entry : fs::directory_iterator(source_dir, ec)) {
+      const fs::path name = entry.path().filename();
+      if (name == *part || name == "__pycache__") continue;
+      fs::create_symlink(fs::absolute(entry.path()), mirror_dir / name, ec);
+      if (ec) break;
+    }
+    if (ec || leaf) break;
+    source_dir /= *part, mirror_dir /= *part;
+    fs::create_directory(mirror_dir, ec);
+  }
+  if (ec) return make_error(seam_kind::harness_error, "overlay " + overlay.string() + ": " + ec.message());
+  std::ofstream out(overlay / file);
+  out << text;
+  out.close();
+  if (!out) return make_error(seam_kind::harness_error, "overlay: cannot write " + (overlay / file).string());
+  return Ok{};
+}
+
+Result<GateVerdicts> verdicts_of_gate_json(const std::string& text) {
+  IH_TRY_ASSIGN(report, json::parse(text));
+  if (!report.is_object() || !report.contains("checks") || !report["checks"].is_array())
+    return make_error(ErrorKind::invalid_argument, "the gate's JSON report has no checks list");
+  GateVerdicts out;
+  for (const auto& check : report["checks"])
+    out[check.value("name", std::string())] = {check.value("outcome", std::string()),
+                                               check.value("detail", std::string()), check.value("seconds", 0.0)};
+  return out;
+}
+
+std::string to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::killed: return "killed";
+    case Outcome::survived: return "survived";
+    case Outcome::timeout: return "timeout";
+    case Outcome::incompetent: return "incompetent";
+    case Outcome::equivalent: return "equivalent";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = 0; !from.empty() && (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+/// Whether the mutant's verdict of a check is a failure the clean tree did not show.
+bool fails_differently(const CheckVerdict& clean, const CheckVerdict& mutant, const std::string& overlay,
+                       const std::string& tree) {
+  const bool failed = mutant.outcome == "failed" || mutant.outcome == "known_finding";
+  if (!failed) return false;
+  if (clean.outcome == "passed") return true;
+  if (clean.outcome == "known_finding") return mutant.outcome == "failed";  // the pin no longer matches
+  if (clean.outcome == "failed") return replaced(mutant.detail, overlay, tree) != clean.detail;
+  return false;  // no clean verdict to compare with
+}
+
+bool ran(const std::string& outcome) {
+  return outcome == "passed" || outcome == "failed" || outcome == "known_finding";
+}
+
+}  // namespace
+
+Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::string& overlay, const std::string& tree) {
+  Judgement j;
+  if (run.timed_out) return {Outcome::timeout, {}, "the mutant's gate ran past its deadline"};
+  if (!run.verdicts) return {Outcome::incompetent, {}, run.why};
+  std::string timed_out, no_verdict;
+  for (const auto& [name, clean_verdict] : clean) {
+    const auto found = run.verdicts->find(name);
+    if (found == run.verdicts->end()) {
+      no_verdict = name + ": missing from the mutant's report";
+      continue;
+    }
+    const CheckVerdict& mutant = found->second;
+    if (fails_differently(clean_verdict, mutant, overlay, tree)) j.killed_by.push_back(name);
+    if (mutant.outcome == "timeout") timed_out = name;
+    if (!ran(mutant.outcome) && ran(clean_verdict.outcome)) no_verdict = name + ": " + mutant.outcome;
+  }
+  if (!j.killed_by.empty())
+    j.outcome = Outcome::killed;
+  else if (!timed_out.empty())
+    j = {Outcome::timeout, {}, timed_out + " timed out"};
+  else if (!no_verdict.empty())
+    j = {Outcome::incompetent, {}, no_verdict};
+  return j;
+}
+
+Result<std::vector<Equivalent>> load_equivalents(const fs::path& folder) {
+  std::vector<Equivalent> out;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return out;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec)) {
+    if (entry.path().extension() != ".equivalent") continue;
+    std::ifstream in(entry.path());
+    std::map<std::string, std::string> fields;
+    for (std::string text; std::getline(in, text);)
+      if (const auto colon = text.find(':'); colon != std::string::npos && text[0] != '#')
+        fields[text.substr(0, colon)] = text.substr(text.find_first_not_of(' ', colon + 1) == std::string::npos
+                                                        ? text.size()
+                                                        : text.find_first_not_of(' ', colon + 1));
+    for (const char* key : {"file", "line", "operator", "diff-sha256", "reason"})
+      if (fields[key].empty())
+        return make_error(ErrorKind::invalid_argument, entry.path().string() + ": no '" + key + ":' line");
+    Equivalent e{fields["file"], fields["operator"], fields["diff-sha256"], fields["reason"], entry.path().string()};
+    try {
+      e.line = std::stoll(fields["line"]);
+    } catch (const std::exception&) {
+      return make_error(ErrorKind::invalid_argument, entry.path().string() + ": line is not a number");
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace ih::mutate
