@@ -37,6 +37,15 @@ TEST(GateDelta, SameResultsOnBothSidesAreNoChange) {
   EXPECT_NE(change_section("base B", delta).find("none"), std::string::npos);
 }
 
+TEST(GateDelta, TheCrossVersionRoundTripsOnlyTheGatedSideRunsAreNoChange) {
+  CheckResult cross = result("base-to-new_real_a_4_to_2", Outcome::failed, "12 of 40 elements wrong");
+  cross.group = kRealRoundTripCrossGroup;
+  const auto delta = gate_delta({result("a", Outcome::passed)}, {result("a", Outcome::passed), cross});
+  EXPECT_TRUE(delta.empty());
+  // Its failure is the gated tree's own verdict: the exit stays the new tree's.
+  EXPECT_EQ(exit_with_delta(kExitCheckFailed, delta), kExitCheckFailed);
+}
+
 TEST(GateDelta, ANewFailureIsWorseAndFailsTheGateEvenWhereTheNewTreeAloneWouldGiveNoVerdict) {
   const auto delta = one(result("a", Outcome::passed), result("a", Outcome::failed, "element 7 wrong"));
   ASSERT_EQ(delta.size(), 1u);
