@@ -9,7 +9,7 @@ namespace ih {
 namespace {
 
 // Every option a token may carry; anything else is a stale or foreign token.
-constexpr std::array<std::string_view, 15> kOptions = {"target",
+constexpr std::array<std::string_view, 16> kOptions = {"target",
                                                        "mutant",
                                                        "seed",
                                                        "cases",
@@ -23,7 +23,8 @@ constexpr std::array<std::string_view, 15> kOptions = {"target",
                                                        "megatron-revision",
                                                        "candidate",
                                                        "fix",
-                                                       "model-dumps"};
+                                                       "model-dumps",
+                                                       "base-megatron-path"};
 
 /// Separates the checksum from the text it covers; "crc" is no option name.
 constexpr std::string_view kChecksumField = ":crc=";

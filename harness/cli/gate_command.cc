@@ -199,6 +199,13 @@ struct CrossRunners {
   gate::RealRoundTripRunner base_to_new, new_to_base;
 };
 
+/// Both cross-version runners of `spec` (none without a base tree).
+CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch) {
+  if (!spec.base_megatron_path) return {};
+  return {cross_version_runner(spec, progress, CrossVersion::base_to_new, batch),
+          cross_version_runner(spec, progress, CrossVersion::new_to_base, batch)};
+}
+
 Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,
                                             const gate::RealRoundTripRunner& real = {},
                                             const CrossRunners& cross = {}) {
@@ -310,11 +317,8 @@ struct SideRun {
 Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const gate::KnownFindings& known,
                          std::ostream& progress, bool name_coverage_contexts = false) {
   const Budget budget = budget_of(args, spec);
-  CrossRunners cross;  // only NEW's side has a base to run across
-  if (spec.base_megatron_path)
-    cross = {cross_version_runner(spec, progress, CrossVersion::base_to_new),
-             cross_version_runner(spec, progress, CrossVersion::new_to_base)};
-  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress), cross);
+  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress),
+                           cross_runners_of(spec, progress, RealRoundTripBatch::by_direction));  // NEW's side only
   if (checks.ok() && args.checks_from) checks = only_named_checks(std::move(*checks), *args.checks_from);
   if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
   IH_TRY_ASSIGN(target, make_target(spec));
@@ -327,6 +331,8 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
   auto results =
       gate::run_checks(*target, *checks, base, known, progress,
                        name_coverage_contexts ? name_coverage_context : std::function<void(const gate::Check&)>());
+  for (gate::CheckResult& r : results)  // a cross-version check replays across the same base tree
+    if (r.group == gate::kRealRoundTripCrossGroup) add_base_tree(r.token, spec);
   if (run.require_all) require_all(results, args.allow_not_run.value_or(""));
   run.exit_code = exit_code_of(outcomes_of(results));
   return SideRun{std::move(target), std::move(run), std::move(results)};
@@ -417,6 +423,8 @@ int gate_command(const std::vector<std::string>& argv) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
+  // Cross-version tokens carry the base tree by its absolute path (validated in the plan).
+  if (*plan && spec->base_megatron_path) spec->base_megatron_path = (*plan)->spec.megatron_path;
   const auto measured = plan_gate_coverage(args->coverage, args->require_changed_lines_run, *spec, args->report);
   if (!measured.ok()) return report_error(measured.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget_of(*args, *spec).corpus);
@@ -458,7 +466,8 @@ int replay_gate_check(const ReproToken& token, const std::optional<std::string>&
   budget.seed = static_cast<std::uint64_t>(*seed), budget.property_cases = *cases, budget.model_dumps = *dumps;
   budget.corpus = token.option("corpus").value_or(install::corpus_dir().string());
   auto checks = all_checks(budget, spec.target != TargetKind::reference,
-                           real_roundtrip_runner(spec, std::cout, RealRoundTripBatch::by_scenario));
+                           real_roundtrip_runner(spec, std::cout, RealRoundTripBatch::by_scenario),
+                           cross_runners_of(spec, std::cout, RealRoundTripBatch::by_scenario));
   if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
   const auto found =
       std::find_if(checks->begin(), checks->end(), [&](const gate::Check& c) { return c.check_name() == token.check; });

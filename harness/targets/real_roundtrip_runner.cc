@@ -148,9 +148,10 @@ gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ost
   return runner_of(std::move(runs));
 }
 
-gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross) {
+gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross,
+                                               RealRoundTripBatch batch) {
   auto runs = std::make_shared<RealRoundTrips>();
-  runs->spec = spec, runs->progress = &progress, runs->cross = cross;
+  runs->spec = spec, runs->progress = &progress, runs->cross = cross, runs->batch = batch;
   return runner_of(std::move(runs));
 }
 

@@ -38,7 +38,8 @@ Result<TargetSpec> target_of(const ReproToken& token) {
     IH_TRY_ASSIGN(parsed, parse_candidate(*word));
     candidate = parsed;
   }
-  return TargetSpec{kind, token.option("mutant"), token.option("megatron-path"), candidate, token.option("fix")};
+  return TargetSpec{kind,      token.option("mutant"), token.option("megatron-path"),
+                    candidate, token.option("fix"),    token.option("base-megatron-path")};
 }
 
 void add_target_options(ReproToken& token, const TargetSpec& spec) {
@@ -49,11 +50,36 @@ void add_target_options(ReproToken& token, const TargetSpec& spec) {
   if (spec.fix) token.options["fix"] = *spec.fix;
 }
 
+void add_base_tree(ReproToken& token, const TargetSpec& spec) {
+  if (spec.base_megatron_path) token.options["base-megatron-path"] = *spec.base_megatron_path;
+}
+
+bool is_cross_version_token(const ReproToken& token) {
+  return token.check.rfind(gate_check_name(gate::kRealRoundTripCrossGroup, ""), 0) == 0;
+}
+
 namespace {
 
 bool is_megatron_checkout(const std::string& path) {
   std::error_code error;
   return std::filesystem::is_regular_file(std::filesystem::path(path) / "megatron/core/__init__.py", error);
+}
+
+/// Both trees a cross-version token replays across, each a Megatron-LM checkout here.
+Status check_cross_version_trees(const TargetSpec& spec) {
+  const auto missing = [](const std::string& what) {
+    return make_error(ErrorKind::invalid_argument,
+                      "a cross-version check's token needs " + what +
+                          " (the tree it saves or loads with; tokens printed before the base tree was carried name "
+                          "none: re-run the gate with --base-megatron-path)");
+  };
+  if (!spec.base_megatron_path) return missing("base-megatron-path=DIR, the BASE Megatron-LM tree");
+  if (!is_megatron_checkout(*spec.base_megatron_path))
+    return missing("base-megatron-path " + *spec.base_megatron_path + " to be a Megatron-LM checkout here");
+  if (!spec.megatron_path) return missing("megatron-path=DIR, the NEW Megatron-LM tree");
+  if (!is_megatron_checkout(*spec.megatron_path))
+    return missing("megatron-path " + *spec.megatron_path + " to be a Megatron-LM checkout here (or --megatron-path)");
+  return Ok{};
 }
 
 }  // namespace
@@ -73,9 +99,14 @@ Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional
                         "--megatron-path applies to a token of target megatron only (this one names target " +
                             std::string(to_string(spec.target)) + ")");
     spec.megatron_path = megatron_path;
-    return validated(spec);  // a checkout, named by its absolute path on the target line
+    IH_TRY_ASSIGN(checked, validated(spec));  // a checkout, named by its absolute path on the target line
+    spec = std::move(checked);
   }
-  if (spec.megatron_path && !is_megatron_checkout(*spec.megatron_path)) {
+  if (is_cross_version_token(token)) {
+    IH_TRY_STATUS(check_cross_version_trees(spec));
+    return spec;
+  }
+  if (!megatron_path && spec.megatron_path && !is_megatron_checkout(*spec.megatron_path)) {
     notes << "NOTE: the token's megatron-path " << *spec.megatron_path
           << " is no Megatron-LM checkout here; replaying against the installed package (give --megatron-path DIR "
              "to choose a checkout)\n";

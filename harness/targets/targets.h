@@ -38,21 +38,27 @@ struct TargetSpec {
   std::optional<std::string> megatron_path;       // a Megatron-LM checkout (megatron only)
   Candidate candidate = Candidate::none;          // a candidate design applied to that Megatron (megatron only)
   std::optional<std::string> fix;                 // a declared optional fix of Megatron's code (megatron only)
-  std::optional<std::string> base_megatron_path;  // the BASE Megatron-LM tree of a change; not written into tokens
+  std::optional<std::string> base_megatron_path;  // the BASE Megatron-LM tree of a change (cross-version tokens)
 };
 
-/// The target options of a token (target, mutant, megatron-path, candidate, fix); a token naming an
-/// unknown target is invalid_argument.
+/// The target options of a token (target, mutant, megatron-path, candidate, fix, base-megatron-path); a token
+/// naming an unknown target is invalid_argument.
 Result<TargetSpec> target_of(const ReproToken& token);
-/// Writes the target options into a token.
+/// Writes the target options into a token (not the base tree: only a cross-version check runs across it).
 void add_target_options(ReproToken& token, const TargetSpec& spec);
+/// Writes the base tree (base-megatron-path, a path hint like megatron-path) into a cross-version check's token.
+void add_base_tree(ReproToken& token, const TargetSpec& spec);
+/// Whether a token replays a cross-version check (gate/real-roundtrip-cross/...), which needs both trees.
+bool is_cross_version_token(const ReproToken& token);
 
 /// Names the Megatron `target` runs in a token by version and revision (megatron-version,
 /// megatron-revision): a token says what it was printed against, its path is only a hint.
 void add_target_identity(ReproToken& token, const Implementation& target);
 /// The target to replay `token` against. `megatron_path` (repro --megatron-path) overrides the
 /// token's path hint; a hint that is no Megatron checkout here falls back to the installed package,
-/// said in a NOTE on `notes`. --megatron-path with a reference token is invalid_argument.
+/// said in a NOTE on `notes`. --megatron-path with a reference token is invalid_argument. A cross-version token
+/// needs both trees here: a missing or non-checkout megatron-path or base-megatron-path is invalid_argument naming
+/// it (no fallback: the installed package is neither tree).
 Result<TargetSpec> replay_target_of(const ReproToken& token, const std::optional<std::string>& megatron_path,
                                     std::ostream& notes);
 /// A WARNING on `notes` when `target` is not the Megatron version and revision the token names
@@ -126,6 +132,7 @@ enum class CrossVersion { base_to_new, new_to_base };
 /// A runner of the gate's cross-version real round trips (docs/roundtrip.md, "Cross-version round trips"): the
 /// save world imports one tree, the load world the other, both describe every rank's model; no mutant (a mutant is
 /// NEW's code, and either world may be BASE's). Needs both trees (harness_error from each run otherwise).
-gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross);
+gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross,
+                                               RealRoundTripBatch batch = RealRoundTripBatch::by_direction);
 
 }  // namespace ih

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 namespace ih {
 namespace {
 
@@ -35,6 +37,37 @@ TEST(TargetCandidate, ATokensCandidateIsParsedAndWrittenBackTheSame) {
   const auto bad = target_of(token);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().kind, ErrorKind::invalid_argument);
+}
+
+TEST(CrossVersionToken, ACrossChecksTokenCarriesTheBaseTreeAndReadsItBack) {
+  TargetSpec spec{TargetKind::megatron, std::nullopt, "/trees/new", Candidate::none, std::nullopt, "/trees/base"};
+  ReproToken written{"gate/real-roundtrip-cross/base-to-new_real_gpt_4_to_2", {}};
+  add_target_options(written, spec);
+  EXPECT_EQ(written.option("base-megatron-path"), std::nullopt);  // every check's options: no base tree
+  add_base_tree(written, spec);
+  const auto parsed = parse_repro_token(to_string(written));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_TRUE(is_cross_version_token(*parsed));
+  const auto read = target_of(*parsed);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(read->base_megatron_path, "/trees/base");
+  EXPECT_EQ(read->megatron_path, "/trees/new");
+  EXPECT_FALSE(is_cross_version_token(ReproToken{"gate/real-roundtrips/gpt_4_to_2", {}}));
+  EXPECT_FALSE(is_cross_version_token(ReproToken{"gate/real-roundtrip-crossing/x", {}}));
+}
+
+TEST(CrossVersionToken, AReplayWithoutEitherTreeIsRefusedNamingTheMissingOne) {
+  std::ostringstream notes;
+  ReproToken token{"gate/real-roundtrip-cross/base-to-new_real_gpt_4_to_2", {{"target", "megatron"}}};
+  const auto no_base = replay_target_of(token, std::nullopt, notes);
+  ASSERT_FALSE(no_base.ok());
+  EXPECT_EQ(no_base.error().kind, ErrorKind::invalid_argument);
+  EXPECT_NE(no_base.error().message.find("base-megatron-path=DIR"), std::string::npos) << no_base.error().message;
+  token.options["base-megatron-path"] = "/no/such/base";
+  const auto not_here = replay_target_of(token, std::nullopt, notes);
+  ASSERT_FALSE(not_here.ok());
+  EXPECT_NE(not_here.error().message.find("/no/such/base"), std::string::npos) << not_here.error().message;
+  EXPECT_TRUE(notes.str().empty()) << notes.str();  // no fallback to the installed package
 }
 
 TEST(TargetCandidate, TheCommandLinesCandidateIsRefusedWhenUnknownOrOnTheReference) {

@@ -208,6 +208,19 @@ else
   fail report-late-failure-keeps-verdict "rc=$rc, output tail: $(tail -c 600 <<<"$out")"
 fi
 
+# A cross-version check's token replays across the base tree it names: without one (or where it is no checkout
+# here) it is refused naming what is missing, exit 2, never replayed against the installed package.
+mkdir -p "$tmp/new/megatron/core" && touch "$tmp/new/megatron/core/__init__.py"
+cross_token() {  # cross_token [OPTION=VALUE...]: a well-formed token of a cross-version check (options sorted)
+  python3 -c 'import sys, zlib
+text = ":".join(["ih2:gate/real-roundtrip-cross/base-to-new_real_gpt_4_to_2"] + sorted(sys.argv[1:]))
+print("%s:crc=%08x" % (text, zlib.crc32(text.encode())))' "megatron-path=$tmp/new" target=megatron "$@"
+}
+check repro-cross-no-base 2 "a cross-version check's token needs base-megatron-path=DIR, the BASE Megatron-LM tree" \
+  -- "$cli" repro "$(cross_token)"
+check repro-cross-base-not-here 2 "needs base-megatron-path $tmp/no-base to be a Megatron-LM checkout here" \
+  -- "$cli" repro "$(cross_token "base-megatron-path=$tmp/no-base")"
+
 # Standard output that cannot be written is exit 3, never exit 0.
 stdout_full() {  # stdout_full NAME COMMAND...: stdout on /dev/full
   local name="$1"; shift
