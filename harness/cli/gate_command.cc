@@ -1,5 +1,5 @@
-// `interop-harness gate`, `mutants` and `repro`: the checks against a target, the proof that they
-// catch planted bugs, and the one-command replay of a single failing check or property case.
+// `interop-harness gate` and `repro`: the checks against a target (with a base: the change first), and the
+// one-command replay of a single failing check or property case.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -12,6 +12,7 @@
 #include "harness/cli/args.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/gate_base.h"
+#include "harness/cli/gate_checks.h"
 #include "harness/cli/gate_coverage.h"
 #include "harness/cli/output_places.h"
 #include "harness/gate/gate.h"
@@ -25,44 +26,6 @@
 
 namespace ih::cli {
 namespace {
-
-constexpr std::int64_t kMaxPropertyCases = 1'000'000;
-constexpr std::int64_t kMaxModelDumps = 1'000;
-
-/// The options of every command that runs the gate's checks: the target and the budget.
-struct TargetOptions : GivenFlags {
-  std::optional<std::string> target, megatron_path, mutant, candidate, fix, corpus;
-  std::int64_t seed = 1;
-  std::int64_t property_cases = 25;  // 5 against megatron unless given
-  std::int64_t model_dumps = gate::kGeneratedModelDumps;
-};
-
-/// The rows of TargetOptions, for the table of a command whose options O derive from it.
-template <class O>
-std::vector<Flag<O>> target_flags() {
-  return {{"target", &O::target, "reference (default) or megatron"},
-          {"megatron-path", &O::megatron_path, "a Megatron-LM checkout to gate (default: the installed megatron-core)"},
-          {"mutant", &O::mutant, "plant one bug in the target (see --list-mutants)"},
-          {"candidate", &O::candidate,
-           "megatron: apply a candidate design to the checkout (shard-split: the harness's own candidate of the "
-           "pending GTP shard-split save, not Megatron's code; never over a checkout's own factory)"},
-          {"fix", &O::fix, "megatron: apply a declared optional fix of Megatron's code (to_state_dict_order)"},
-          {"corpus", &O::corpus, "corpus folder (default: the source tree's corpus/)"}};
-}
-
-template <class O>
-Flag<O> model_dumps_flag() {
-  return {"model-dumps", &O::model_dumps,
-          "generated configurations of the model_dump group, drawn from --seed (default " +
-              std::to_string(gate::kGeneratedModelDumps) + ")",
-          0, kMaxModelDumps};
-}
-
-template <class O>
-Flag<O> property_cases_flag() {
-  return {"property-cases", &O::property_cases, "generated cases per property (default 25; 5 against megatron)", 1,
-          kMaxPropertyCases};
-}
 
 struct GateOptions : TargetOptions, BaseFlags {
   bool require_all = false, json = false, list_mutants = false, coverage = false, require_changed_lines_run = false;
@@ -106,18 +69,6 @@ const std::vector<Flag<GateOptions>> kGateFlags = [] {
   return flags;
 }();
 
-struct MutantsOptions : TargetOptions {
-  bool json = false;
-};
-
-const std::vector<Flag<MutantsOptions>> kMutantsFlags = [] {
-  std::vector<Flag<MutantsOptions>> flags = target_flags<MutantsOptions>();
-  flags.push_back(property_cases_flag<MutantsOptions>());
-  flags.push_back(model_dumps_flag<MutantsOptions>());
-  flags.push_back({"json", &MutantsOptions::json, "machine-readable output"});
-  return flags;
-}();
-
 struct ReproOptions : GivenFlags {
   std::optional<std::string> megatron_path;
 };
@@ -125,122 +76,6 @@ struct ReproOptions : GivenFlags {
 const std::vector<Flag<ReproOptions>> kReproFlags = {
     {"megatron-path", &ReproOptions::megatron_path,
      "replay a megatron token against this Megatron-LM checkout (the token's path is a hint)"}};
-
-std::string corpus_of(const TargetOptions& options) { return options.corpus.value_or(install::corpus_dir().string()); }
-
-Result<TargetSpec> spec_of(const TargetOptions& options) {
-  return validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix);
-}
-
-/// The options that change which checks exist and what they generate.
-struct Budget {
-  std::uint64_t seed = 1;
-  std::int64_t property_cases = 25;
-  std::int64_t model_dumps = gate::kGeneratedModelDumps;
-  std::string corpus;
-};
-
-Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
-  const bool fewer = spec.target != TargetKind::reference && !options.has("property-cases");
-  return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, options.model_dumps,
-          corpus_of(options)};
-}
-
-/// A failed property's typed violation: its kind (the property's typed_verdict kind, "failed" when
-/// it gives none) and its case (`spec=<spec case>`, or `generated` for a generated case), which a
-/// known finding's `violation:` lines match.
-gate::Violation property_violation(const std::string& failure_kind, const std::string& which, std::string text) {
-  return {failure_kind.empty() ? "failed" : failure_kind, which, std::move(text)};
-}
-
-/// Every property as a gate check: its spec cases first (the spec's worked examples; a failing one
-/// is the case, with a spec= token), then the generated cases; a failure carries its shrunk case,
-/// a token that replays it and its typed violation. A spec case without a verdict on this target
-/// leaves the verdict to the generated cases.
-std::vector<gate::Check> property_checks(const Budget& budget) {
-  std::vector<gate::Check> out;
-  for (const props::Property& property : props::all_properties())
-    out.push_back(
-        {"properties", property.name, [&property, budget](Implementation& target) {
-           for (const auto& [fixture, unused] : property.fixtures) {
-             const props::Replay spec_case = props::run_spec_case(target, property, fixture);
-             if (spec_case.outcome != Outcome::failed) continue;
-             const auto layout = property.fixture_layouts.find(fixture);
-             gate::CheckAnswer answer{Outcome::failed, "spec case '" + fixture + "': " + spec_case.verdict,
-                                      spec_case.printed_case, std::nullopt,
-                                      layout == property.fixture_layouts.end()
-                                          ? std::nullopt
-                                          : std::optional<props::GtpCase>(layout->second)};
-             answer.case_token = ReproToken{props::property_check_name(property.name), {{"spec", fixture}}};
-             answer.violations = {property_violation(spec_case.failure_kind, "spec=" + fixture, answer.detail)};
-             return answer;
-           }
-           const props::RunParams params{budget.seed, static_cast<int>(budget.property_cases), 100, {}};
-           const props::PropertyRun run = property.run(target, params);
-           gate::CheckAnswer answer{run.outcome, run.description, run.counterexample, std::nullopt, run.failing_layout};
-           answer.note = run.note;
-           // The property's own token, with its case when it failed: a known finding pins a property by
-           // it, so a pin is matched when the property fails and reported STALE when it passes.
-           ReproToken token{props::property_check_name(property.name), {}};
-           if (run.outcome == Outcome::failed) {
-             props::add_case_options(token, params, run);
-             answer.violations = {property_violation(run.failure_kind, "generated", run.description)};
-           }
-           if (run.outcome == Outcome::failed || run.outcome == Outcome::passed) answer.case_token = token;
-           return answer;
-         }});
-  return out;
-}
-
-/// The gate's checks for a target; names are unique, so a token finds its check wherever it is. A Megatron
-/// target (differential) also gets the real tier's round trips, run by `real` (none: they are not listed).
-/// The cross-version round trips' runners of a change against its base (both empty without a base).
-struct CrossRunners {
-  gate::RealRoundTripRunner base_to_new, new_to_base;
-};
-
-/// Both cross-version runners of `spec` (none without a base tree).
-CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch) {
-  if (!spec.base_megatron_path) return {};
-  return {cross_version_runner(spec, progress, CrossVersion::base_to_new, batch),
-          cross_version_runner(spec, progress, CrossVersion::new_to_base, batch)};
-}
-
-Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,
-                                            const gate::RealRoundTripRunner& real = {},
-                                            const CrossRunners& cross = {}) {
-  IH_TRY_ASSIGN(checks, gate::pinned_layer_map_checks(budget.corpus));
-  for (gate::Check& check : gate::retarget_scenario_checks()) checks.push_back(std::move(check));
-  for (gate::Check& check : property_checks(budget)) checks.push_back(std::move(check));
-  // Spec invariants Megatron is known to break (pinned in corpus/findings/), for every target.
-  for (gate::Check& check : gate::spec_invariant_checks()) checks.push_back(std::move(check));
-  // Real versus synthetic model dumps (issue 17): the reference against itself, or against the real model.
-  for (gate::Check& check : gate::model_dump_checks(budget.seed, budget.model_dumps))
-    checks.push_back(std::move(check));
-  if (differential)
-    for (auto group : {gate::differential_checks(), gate::layout_differential_checks(), gate::gtp_gather_checks()})
-      for (gate::Check& check : group) checks.push_back(std::move(check));
-  if (differential && real)
-    for (gate::Check& check : gate::real_roundtrip_checks(gate_real_scenarios(), gate_real_directions(), real))
-      checks.push_back(std::move(check));
-  if (differential && cross.base_to_new)
-    for (gate::Check& check : gate::real_roundtrip_cross_checks(gate_cross_scenarios(), gate_real_directions(),
-                                                                cross.base_to_new, cross.new_to_base))
-      checks.push_back(std::move(check));
-  return gate::with_unique_names(std::move(checks));
-}
-
-/// The options every token of a run carries: the target and the budget.
-ReproToken base_token(const TargetSpec& spec, const Budget& budget, const TargetOptions& options) {
-  ReproToken base;
-  add_target_options(base, spec);
-  base.options["seed"] = std::to_string(budget.seed);
-  base.options["cases"] = std::to_string(budget.property_cases);
-  if (options.corpus) base.options["corpus"] = budget.corpus;
-  if (budget.model_dumps != gate::kGeneratedModelDumps)
-    base.options["model-dumps"] = std::to_string(budget.model_dumps);
-  return base;
-}
 
 /// With --require-all, a check that did not run is a failure unless its name is allowed.
 void require_all(std::vector<gate::CheckResult>& results, const std::string& allowed) {
@@ -502,168 +337,6 @@ int repro_command(const std::vector<std::string>& argv) {
   auto token = token_argument(args->positionals[0]);
   if (!token.ok()) return report_error(token.error(), kExitBadInput);
   return replay_token(*token, args->megatron_path);
-}
-
-namespace {
-
-/// One mutant of a campaign.
-struct Planted {
-  std::string name, description;
-  std::string not_applicable;            // why this target lacks what the mutant patches (empty: applicable)
-  MutantTier tier = MutantTier::checks;  // real: model or training code, its gate runs the real round trips too
-};
-
-/// The target's planted mutants: the C++ catalogue, or the adapter's list (with a candidate only the
-/// candidate's own mistakes: the checkout's mutants are campaigned without one; without one the
-/// candidate's mutants are not applicable).
-Result<std::vector<Planted>> planted_mutants(const TargetSpec& spec) {
-  std::vector<Planted> mutants;
-  if (spec.target == TargetKind::reference) {
-    for (const MutantInfo& m : mutant_catalogue())
-      mutants.push_back({m.name, m.bug_class + " " + m.description, "", MutantTier::checks});
-    return mutants;
-  }
-  IH_TRY_ASSIGN(listed, list_megatron_mutants(spec));
-  for (const MegatronMutant& m : listed) {
-    if (spec.candidate != Candidate::none && m.of != MutantOf::candidate) continue;
-    mutants.push_back({m.name, m.description, m.not_applicable, m.tier});
-  }
-  return mutants;
-}
-
-/// What a campaign runs each mutant with: its target, budget and checks.
-struct Campaign {
-  TargetSpec spec;
-  Budget budget;
-  const TargetOptions& options;
-  std::vector<gate::Check> checks;  // without the real round trips
-  std::ostream& progress;
-  /// The checks of `spec` (with the real round trips, progress into `rounds`, for the real tier).
-  Result<std::vector<gate::Check>> checks_for(const TargetSpec& target, MutantTier tier, std::ostream& rounds) const {
-    if (tier != MutantTier::real) return checks;
-    return all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(target, rounds));
-  }
-};
-
-/// The checks that pass on the clean target: a check that already fails there kills nothing. Its progress
-/// is shown: against Megatron the clean run is a whole gate (minutes), the longest step.
-Result<std::set<std::string>> passing_on_clean(const Campaign& campaign, MutantTier widest) {
-  std::ostringstream quiet_rounds;
-  IH_TRY_ASSIGN(checks, campaign.checks_for(campaign.spec, widest, quiet_rounds));
-  IH_TRY_ASSIGN(clean, make_target(campaign.spec));
-  campaign.progress << "INFO: the clean target " << describe_target(*clean, campaign.spec) << " first"
-                    << (widest == MutantTier::real ? " (with the real round trips, for the real-tier mutants)" : "")
-                    << "\n";
-  std::set<std::string> passing;
-  const ReproToken base = base_token(campaign.spec, campaign.budget, campaign.options);
-  for (const auto& r : gate::run_checks(*clean, checks, base, gate::KnownFindings{}, campaign.progress))
-    if (r.answer.outcome == Outcome::passed) passing.insert(gate_check_name(r.group, r.name));
-  campaign.progress << "INFO: " << passing.size() << " of " << checks.size() << " checks pass on the clean target\n";
-  return passing;
-}
-
-/// What one mutant's gate showed: the clean-passing checks it failed, the first one's token, and how many
-/// checks gave no verdict.
-struct MutantVerdict {
-  json::Json killed_by = json::Json::array();
-  std::string token;
-  int without_verdict = 0;
-};
-
-/// Runs the gate against one mutant; a target or checks that cannot be made end the campaign (their error:
-/// checks are bad input, a target that cannot start is the harness's).
-Result<MutantVerdict> run_mutant(const Campaign& campaign, const Planted& mutant,
-                                 const std::set<std::string>& passing) {
-  TargetSpec mutated = campaign.spec;
-  mutated.mutant = mutant.name;
-  IH_TRY_ASSIGN(target, make_target(mutated));
-  ReproToken base = base_token(mutated, campaign.budget, campaign.options);
-  add_target_identity(base, *target);
-  std::ostringstream quiet;
-  IH_TRY_ASSIGN(checks, campaign.checks_for(mutated, mutant.tier, quiet));
-  MutantVerdict verdict;
-  for (const auto& r : gate::run_checks(*target, checks, base, gate::KnownFindings{}, quiet)) {
-    verdict.without_verdict += r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout;
-    if (r.answer.outcome != Outcome::failed || !passing.count(gate_check_name(r.group, r.name))) continue;
-    verdict.killed_by.push_back(r.group + ": " + r.name);
-    if (verdict.token.empty()) verdict.token = to_string(r.token);
-  }
-  return verdict;
-}
-
-/// The line under a mutant's heading: killed (by how many checks, with a REPRO line) or SURVIVED, and the
-/// checks that gave no verdict.
-std::string mutant_line(const MutantVerdict& v) {
-  const std::string killed =
-      "killed by " + std::to_string(v.killed_by.size()) + " check(s); REPRO: interop-harness repro " + v.token;
-  const std::string unjudged =
-      "; " + std::to_string(v.without_verdict) + " check(s) gave no verdict (harness error or timeout)";
-  return "      " + (v.killed_by.empty() ? std::string("SURVIVED") : killed) + (v.without_verdict ? unjudged : "");
-}
-
-}  // namespace
-
-int mutants_command(const std::vector<std::string>& argv) {
-  int exit_code = kExitOk;
-  const auto args =
-      open_command(argv, "interop-harness mutants [--target reference|megatron] [--json] [--megatron-path DIR]",
-                   kMutantsFlags, exit_code);
-  if (!args) return exit_code;
-  auto spec = spec_of(*args);
-  if (!spec.ok()) return report_error(spec.error(), kExitBadInput);
-  if (spec->mutant)
-    return report_error(make_error(ErrorKind::invalid_argument, "mutants runs every mutant; use gate --mutant for one"),
-                        kExitBadInput);
-  const Budget budget = budget_of(*args, *spec);
-  auto checks = all_checks(budget, spec->target != TargetKind::reference);
-  if (!checks.ok()) return report_error(checks.error(), kExitBadInput);
-  auto mutants = planted_mutants(*spec);
-  if (!mutants.ok()) return report_error(mutants.error());
-  const Campaign campaign{*spec, budget, *args, *checks, args->json ? std::cerr : std::cout};
-  // The real round trips cost minutes per run: only real-tier mutants (and the clean run they are judged
-  // against) run them; every other mutant's verdict rests on the other checks.
-  const MutantTier widest =
-      std::any_of(mutants->begin(), mutants->end(), [](const Planted& m) { return m.tier == MutantTier::real; })
-          ? MutantTier::real
-          : MutantTier::checks;
-  auto passing = passing_on_clean(campaign, widest);
-  if (!passing.ok()) return report_error(passing.error());  // bad checks (exit 2) or a target that cannot start
-  json::Json report{{"mutants", json::Json::array()}};
-  int killed = 0, total = 0, not_applicable = 0;
-  bool no_verdict = false;
-  for (const Planted& mutant : *mutants) {
-    campaign.progress << "INFO: [" << total + not_applicable + 1 << "/" << mutants->size() << "] mutant " << mutant.name
-                      << ": " << mutant.description << "\n"
-                      << std::flush;  // each mutant is a whole gate: its line shows before it runs, also into a file
-    if (!mutant.not_applicable.empty()) {  // this Megatron lacks the code the mutant patches: no verdict either way
-      ++not_applicable;
-      campaign.progress << "      NOT APPLICABLE: " << mutant.not_applicable << "\n";
-      report["mutants"].push_back(
-          {{"name", mutant.name}, {"killed", false}, {"not_applicable", mutant.not_applicable}});
-      continue;
-    }
-    ++total;
-    const auto verdict = run_mutant(campaign, mutant, *passing);
-    if (!verdict.ok()) return report_error(verdict.error());
-    killed += !verdict->killed_by.empty();
-    no_verdict = no_verdict || verdict->without_verdict > 0;
-    campaign.progress << mutant_line(*verdict) << "\n" << std::flush;
-    report["mutants"].push_back({{"name", mutant.name},
-                                 {"killed", !verdict->killed_by.empty()},
-                                 {"killed_by", verdict->killed_by},
-                                 {"token", verdict->token}});
-  }
-  report["score"] = std::to_string(killed) + "/" + std::to_string(total);
-  report["not_applicable"] = not_applicable;
-  if (args->json)
-    std::cout << json::dump(report) << "\n";
-  else
-    std::cout << "mutants killed: " << killed << "/" << total
-              << (not_applicable ? " (" + std::to_string(not_applicable) + " not applicable to this target)" : "")
-              << "\n";
-  if (total == 0) return kExitNothingRan;
-  if (killed == total) return kExitOk;
-  return no_verdict ? kExitHarnessError : kExitCheckFailed;  // a survivor may be explained by a broken run
 }
 
 }  // namespace ih::cli
