@@ -22,8 +22,9 @@ done
 "$venv/bin/python" - "$work/coverage.json" "$tree" "$out" <<'PY'
 import json, sys
 data, root, out = json.load(open(sys.argv[1])), sys.argv[2] + "/", sys.argv[3]
-files = {f[len(root):]: {"contexts": v["contexts"]} for f, v in data["files"].items()
-         if f.startswith(root) and f.endswith("dist_checkpointing/mapping.py")}
-json.dump({"meta": {"note": "made by harness/mutate/testdata/make_coverage_fixture.sh"}, "files": files},
+files = {f[len(root):]: {"executed_lines": v["executed_lines"], "contexts": v["contexts"]}
+         for f, v in data["files"].items() if f.startswith(root) and f.endswith("dist_checkpointing/mapping.py")}
+json.dump({"meta": {"note": "made by harness/mutate/testdata/make_coverage_fixture.sh", "show_contexts": True},
+           "files": files},
           open(out, "w"), separators=(",", ":"))
 PY
