@@ -105,8 +105,9 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
                      {"tp_size", (*orig.axis_fragmentations)[0]},
                      {"sections", layout.sections},
                      {"names", layout.names},
-                     {"dtype", orig.dtype},
-                     {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
+                     {"dtype", orig.dtype}};
+  // A default replica travels as none, so Megatron's from_rank_offsets default is judged by the chunks it gives.
+  if (orig.replica_id != ReplicaId{}) request["replica_id"] = json::leaf_to_json(orig)["replica_id"];
   if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];
   return ask("split_chunks", std::move(request), [&](const json::Json& result) -> Result<std::vector<ShardedTensor>> {
     std::vector<ShardedTensor> out;
