@@ -102,6 +102,12 @@ std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> plante
            if (o.rank == 1 && o.object.key.ends_with("linear_proj._extra_state"))
              o.object.replica_id = ReplicaId::tuple({0, 0, 0});
        }},
+      // Travels without a replica_id (megatron_model_ops.cc): ShardedTensor's own default must make them main.
+      {"every main replica as the int 0, ShardedTensor's default",
+       [](GlobalMetadata& m) {
+         for (RankedTensor& t : m.tensors)
+           if (t.tensor.replica_id.is_main()) t.tensor.replica_id = ReplicaId{};
+       }},
       // Malformed tensors Megatron must refuse at construction (spec 3.1 checks 2 and 4): the mutation campaign's
       // survivors at mapping.py's validate_metadata_integrity (docs/megatron-findings.md).
       {"qkv shard whose offset has one dimension more than its global shape",

@@ -125,8 +125,12 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
 
 Result<MegatronValidation> MegatronImplementation::megatron_validation(const GlobalMetadata& metadata) {
   json::Json entries = json::Json::array();
-  for (const RankedTensor& t : metadata.tensors)
-    entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedTensor& t : metadata.tensors) {
+    json::Json entry = json::leaf_to_json(t.tensor);
+    // A main replica 0 travels as none: ShardedTensor's own default is then what validation judges.
+    if (t.tensor.replica_id == ReplicaId{}) entry.erase("replica_id");
+    entries.push_back({{"rank", t.rank}, {"entry", std::move(entry)}});
+  }
   for (const RankedObject& o : metadata.objects)
     entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
   json::Json request{{"entries", std::move(entries)}, {"world_size", metadata.world_size}};
