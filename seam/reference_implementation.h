@@ -25,6 +25,9 @@ class ReferenceImplementation : public Implementation {
   Result<IntegrityReport> integrity(const GlobalMetadata& metadata,
                                     const std::optional<std::vector<std::string>>& reference_keys) override;
   Result<MegatronValidation> megatron_validation(const GlobalMetadata& metadata) override {
+    // Megatron builds every entry first: its constructors refuse malformed metadata (spec 3.1, 3.4).
+    for (const RankedTensor& t : metadata.tensors) IH_TRY_STATUS(t.tensor.validate_metadata_integrity());
+    for (const RankedObject& o : metadata.objects) IH_TRY_STATUS(o.object.validate_metadata_integrity());
     return megatron_validate_sharding(metadata);
   }
   Result<GtpPadding> gtp_padding(std::int64_t rows, std::int64_t gtp_size, std::int64_t pad_alignment) override {

@@ -102,6 +102,21 @@ std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> plante
            if (o.rank == 1 && o.object.key.ends_with("linear_proj._extra_state"))
              o.object.replica_id = ReplicaId::tuple({0, 0, 0});
        }},
+      // Travels without a replica_id (megatron_model_ops.cc): ShardedTensor's own default must make them main.
+      {"every main replica as the int 0, ShardedTensor's default",
+       [](GlobalMetadata& m) {
+         for (RankedTensor& t : m.tensors)
+           if (t.tensor.replica_id.is_main()) t.tensor.replica_id = ReplicaId{};
+       }},
+      // Malformed tensors Megatron must refuse at construction (spec 3.1 checks 2 and 4): the mutation campaign's
+      // survivors at mapping.py's validate_metadata_integrity (docs/megatron-findings.md).
+      {"qkv shard whose offset has one dimension more than its global shape",
+       [=](GlobalMetadata& m) { tensor_named(m, 1, "linear_qkv.weight")->global_offset.push_back(0); }},
+      {"qkv shard on a regular grid whose row offset is no multiple of its rows",
+       [=](GlobalMetadata& m) {
+         ShardedTensor* qkv = tensor_named(m, 1, "linear_qkv.weight");
+         qkv->global_offset[qkv->prepend_axis_num] += 1;  // the row axis: prepended (layer) axes are not checked
+       }},
       {"extra-state object missing",
        [](GlobalMetadata& m) {
          std::erase_if(m.objects,

@@ -105,8 +105,9 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
                      {"tp_size", (*orig.axis_fragmentations)[0]},
                      {"sections", layout.sections},
                      {"names", layout.names},
-                     {"dtype", orig.dtype},
-                     {"replica_id", json::leaf_to_json(orig)["replica_id"]}};
+                     {"dtype", orig.dtype}};
+  // A default replica travels as none, so Megatron's from_rank_offsets default is judged by the chunks it gives.
+  if (orig.replica_id != ReplicaId{}) request["replica_id"] = json::leaf_to_json(orig)["replica_id"];
   if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];
   return ask("split_chunks", std::move(request), [&](const json::Json& result) -> Result<std::vector<ShardedTensor>> {
     std::vector<ShardedTensor> out;
@@ -124,8 +125,12 @@ Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const Sh
 
 Result<MegatronValidation> MegatronImplementation::megatron_validation(const GlobalMetadata& metadata) {
   json::Json entries = json::Json::array();
-  for (const RankedTensor& t : metadata.tensors)
-    entries.push_back({{"rank", t.rank}, {"entry", json::leaf_to_json(t.tensor)}});
+  for (const RankedTensor& t : metadata.tensors) {
+    json::Json entry = json::leaf_to_json(t.tensor);
+    // A main replica 0 travels as none: ShardedTensor's own default is then what validation judges.
+    if (t.tensor.replica_id == ReplicaId{}) entry.erase("replica_id");
+    entries.push_back({{"rank", t.rank}, {"entry", std::move(entry)}});
+  }
   for (const RankedObject& o : metadata.objects)
     entries.push_back({{"rank", o.rank}, {"entry", json::leaf_to_json(o.object)}});
   json::Json request{{"entries", std::move(entries)}, {"world_size", metadata.world_size}};

@@ -62,7 +62,8 @@ class Codec:
         prepend = field(e, "prepend_axis_num", where)
         if not is_int(prepend) or prepend < 0:
             raise BadRequest(f"{where}: prepend_axis_num must be a non-negative integer")
-        replica = self.replica(e.get("replica_id", 0), where)
+        # No replica_id: ShardedTensor's own default decides (spec: 0, the main replica).
+        replica = {"replica_id": self.replica(e["replica_id"], where)} if "replica_id" in e else {}
         dtype = self.dtype(e.get("dtype", "float32"), where)
         allow = boolean(e, "allow_shape_mismatch", False, where)
         data = None
@@ -73,7 +74,7 @@ class Codec:
             data._ih_data = e.get("data")
         return self._construct(
             self.M.ShardedTensor, where, key, data, dtype, lshape, gshape, goff, frag,
-            replica, prepend, allow_shape_mismatch=allow)
+            prepend_axis_num=prepend, allow_shape_mismatch=allow, **replica)
 
     def leaf(self, e, where):
         if not isinstance(e, dict):

@@ -20,11 +20,12 @@ def _tp_tensor(ctx, req, rows_field):
     tp_size = integer(req, "tp_size")
     codec = Codec(ctx.M)
     dtype = codec.dtype(req.get("dtype", "float32"), "request")
-    replica = codec.replica(req.get("replica_id", 0), "request")
+    # No replica_id in the request: from_rank_offsets's own default (spec 3.2: 0, the main replica) decides.
+    replica = {"replica_id": codec.replica(req["replica_id"], "request")} if "replica_id" in req else {}
     shape = (rows,) if cols is None else (rows, cols)
     data = meta_tensor(torch, shape, dtype)
     try:
-        return ctx.M.ShardedTensor.from_rank_offsets(key, data, (0, tp_rank, tp_size), replica_id=replica)
+        return ctx.M.ShardedTensor.from_rank_offsets(key, data, (0, tp_rank, tp_size), **replica)
     except Exception as exc:  # noqa: BLE001
         raise classify(exc, {ctx.M.CheckpointingException: "metadata_integrity"})
 
