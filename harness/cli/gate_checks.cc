@@ -60,13 +60,11 @@ Result<TargetSpec> spec_of(const TargetOptions& options) {
   return validated_target(options.target, options.mutant, options.megatron_path, options.candidate, options.fix);
 }
 
-
 Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
   const bool fewer = spec.target != TargetKind::reference && !options.has("property-cases");
   return {static_cast<std::uint64_t>(options.seed), fewer ? 5 : options.property_cases, options.model_dumps,
           corpus_of(options)};
 }
-
 
 /// Both cross-version runners of `spec` (none without a base tree).
 CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch) {
