@@ -260,6 +260,7 @@ Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseF
     IH_TRY_STATUS(plan_base_ref(plan, *flags.base_ref, spec.megatron_path));
     return std::optional<BasePlan>(plan);
   }
+  if (!spec.megatron_path) return invalid("--base-megatron-path needs --target megatron --megatron-path NEW");
   plan.spec.megatron_path = *spec.base_megatron_path;
   auto valid = validated(plan.spec);
   if (!valid.ok())

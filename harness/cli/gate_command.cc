@@ -246,11 +246,6 @@ int gate_command(const std::vector<std::string>& argv) {
   if (args->list_mutants) return list_mutants(*spec, args->json);
   // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
-  spec->base_megatron_path = args->base_megatron_path;
-  if (spec->base_megatron_path && spec->target == TargetKind::megatron && !spec->megatron_path)
-    return report_error(
-        {ErrorKind::invalid_argument, "--base-megatron-path needs --target megatron --megatron-path NEW"},
-        kExitBadInput);
   const auto plan = base_plan_of(*spec, *args);  // a bad base is refused before anything runs
   if (!plan.ok()) return report_error(plan.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
