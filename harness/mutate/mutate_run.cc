@@ -80,6 +80,9 @@ Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const Campaign
   IH_TRY_ASSIGN(run, capture({default_megatron_python(), (install::adapter_dir() / "mutation_points.py").string(),
                               (work / "request.json").string()},
                              milliseconds(600'000)));
+  if (run.outcome.timed_out)
+    return make_error(seam_kind::harness_error, "mutation_points.py did not finish within 600 s (" +
+                                                    std::to_string(lines.size()) + " files)");
   auto reply = json::parse(run.out);
   if (!reply.ok() || run.outcome.exit_code != 0 || !reply->contains("mutants"))
     return make_error(seam_kind::harness_error, "mutation_points.py failed (exit " +

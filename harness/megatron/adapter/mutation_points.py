@@ -32,10 +32,9 @@ def operators():
     return out
 
 
-def positions(source, allowed_lines, ops):
+def positions(tree, allowed_lines, ops):
     """(line, operator name, operator, occurrence) for every position on `allowed_lines`; the occurrence
     counts positions in the pre-order walk that cosmic-ray's MutationVisitor applies them in."""
-    tree = get_ast(source)
     nodes = list(ast_nodes(tree))
     allowed_lines = set(allowed_lines) - headers_of_functions_never_run(nodes, allowed_lines)
     found = []
@@ -102,12 +101,13 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as handle:
         request = json.load(handle)
     ops = operators()
-    per_file = []
+    per_file, trees = [], {}
     for relative, lines in sorted(request["lines"].items()):
         with open(os.path.join(request["root"], relative), encoding="utf-8") as handle:
             source = handle.read()
         try:
-            found = positions(source, set(lines), ops)
+            trees[relative] = get_ast(source)
+            found = positions(trees[relative], set(lines), ops)
         except Exception as exc:  # noqa: BLE001 - parso's errors are not one type
             print(json.dumps({"error": f"{relative}: cannot parse: {type(exc).__name__}: {exc}"}))
             return 2
@@ -118,7 +118,6 @@ def main():
              for relative, source, item in per_file]
     chosen = spread(keyed, request["max_mutants"], request["seed"])
     chosen.sort(key=lambda c: (c[0], c[1], c[3]))
-    trees = {relative: get_ast(source) for relative, source, _ in per_file}
     mutants = []
     for (relative, line), name, op, occurrence, _, source in chosen:
         mutated = mutate_code(source, op, occurrence)
