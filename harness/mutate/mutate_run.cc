@@ -81,8 +81,8 @@ Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const Campaign
                               (work / "request.json").string()},
                              milliseconds(600'000)));
   if (run.outcome.timed_out)
-    return make_error(seam_kind::harness_error, "mutation_points.py did not finish within 600 s (" +
-                                                    std::to_string(lines.size()) + " files)");
+    return make_error(seam_kind::harness_error,
+                      "mutation_points.py did not finish within 600 s (" + std::to_string(lines.size()) + " files)");
   auto reply = json::parse(run.out);
   if (!reply.ok() || run.outcome.exit_code != 0 || !reply->contains("mutants"))
     return make_error(seam_kind::harness_error, "mutation_points.py failed (exit " +
