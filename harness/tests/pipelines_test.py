@@ -76,7 +76,7 @@ def test_every_script_the_pipelines_call_exists(root, docs):
     ("gate", r"ci/gate\.sh([^\n]*)"),
     # a line continued with a backslash is one call
     ("mutate", r"interop-harness\"? mutate((?:[^\n]*\\\n)*[^\n]*)"),
-])
+], ids=["gate", "mutate"])
 def test_the_flags_passed_to_the_harness_are_its_commands(pytestconfig, docs, command, call):
     binary = pytestconfig.getoption("--cli")
     if not binary:
