@@ -43,34 +43,6 @@ Result<std::vector<std::string>> git(const std::vector<std::string>& args, Error
   return lines;
 }
 
-/// A temporary git worktree of a commit, inside the run folder (so SIGINT and SIGTERM remove it with that folder;
-/// the next --base-ref run prunes the entry it left in the repository), removed with its entry when destroyed.
-class Worktree {
- public:
-  static Result<std::unique_ptr<Worktree>> add(const std::string& repository, const std::string& commit) {
-    std::string pattern = (fs::path(temp_dir()) / "ih-base-XXXXXX").string();
-    if (!mkdtemp(pattern.data()))
-      return Error{seam_kind::harness_error, "cannot make a folder for the base worktree under " + temp_dir()};
-    std::unique_ptr<Worktree> made(new Worktree(repository, pattern));
-    IH_TRY_STATUS(git({"-C", repository, "worktree", "prune"}, seam_kind::harness_error));
-    IH_TRY_STATUS(
-        git({"-C", repository, "worktree", "add", "--detach", made->path(), commit}, seam_kind::harness_error));
-    return made;
-  }
-  ~Worktree() {
-    (void)git({"-C", repository_, "worktree", "remove", "--force", path()}, seam_kind::harness_error);
-    std::error_code ignored;
-    fs::remove_all(folder_, ignored);
-    (void)git({"-C", repository_, "worktree", "prune"}, seam_kind::harness_error);
-  }
-  std::string path() const { return (fs::path(folder_) / "tree").string(); }
-
- private:
-  Worktree(std::string repository, std::string folder)
-      : repository_(std::move(repository)), folder_(std::move(folder)) {}
-  std::string repository_, folder_;
-};
-
 /// SHA-256 (OpenSSL's) of labelled parts: files' paths and bytes, option texts.
 class Hasher {
  public:
@@ -237,10 +209,47 @@ Status plan_base_ref(BasePlan& plan, const std::string& ref, const std::optional
   plan.repository = top->front();
   plan.inside = fs::relative(fs::canonical(*new_tree), fs::canonical(plan.repository)).string();
   plan.commit = commit->front();
+  plan.spec.megatron_path.reset();  // the worktree's, once check_out_base made it
   return Ok{};
 }
 
 }  // namespace
+
+Result<std::unique_ptr<BaseWorktree>> BaseWorktree::add(const std::string& repository, const std::string& commit) {
+  std::string pattern = (fs::path(temp_dir()) / "ih-base-XXXXXX").string();
+  if (!mkdtemp(pattern.data()))
+    return Error{seam_kind::harness_error, "cannot make a folder for the base worktree under " + temp_dir()};
+  std::unique_ptr<BaseWorktree> made(new BaseWorktree(repository, pattern));
+  IH_TRY_STATUS(git({"-C", repository, "worktree", "prune"}, seam_kind::harness_error));
+  IH_TRY_STATUS(git({"-C", repository, "worktree", "add", "--detach", made->path(), commit}, seam_kind::harness_error));
+  return made;
+}
+
+BaseWorktree::BaseWorktree(std::string repository, std::string folder)
+    : repository_(std::move(repository)), folder_(std::move(folder)) {}
+
+BaseWorktree::~BaseWorktree() {
+  (void)git({"-C", repository_, "worktree", "remove", "--force", path()}, seam_kind::harness_error);
+  std::error_code ignored;
+  fs::remove_all(folder_, ignored);
+  (void)git({"-C", repository_, "worktree", "prune"}, seam_kind::harness_error);
+}
+
+std::string BaseWorktree::path() const { return (fs::path(folder_) / "tree").string(); }
+
+Result<std::unique_ptr<BaseWorktree>> check_out_base(BasePlan& plan, std::ostream& progress) {
+  if (!plan.commit) return std::unique_ptr<BaseWorktree>();
+  IH_TRY_ASSIGN(worktree, BaseWorktree::add(plan.repository, *plan.commit));
+  const fs::path tree = plan.inside == "." ? fs::path(worktree->path()) : fs::path(worktree->path()) / plan.inside;
+  TargetSpec spec = plan.spec;
+  spec.megatron_path = tree.lexically_normal().string();
+  if (!validated(spec).ok())  // e.g. NEW is a folder git ignores inside another project's checkout
+    return invalid("--base-ref " + *plan.commit + " of " + plan.repository + " has no megatron/core/__init__.py at " +
+                   plan.inside);
+  plan.spec = std::move(spec);
+  progress << "INFO: base: a worktree of " << *plan.commit << " at " << worktree->path() << "\n" << std::flush;
+  return worktree;
+}
 
 Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseFlags& flags) {
   const int named = spec.base_megatron_path.has_value() + flags.base_ref.has_value() + flags.base_without_mutant;
@@ -273,18 +282,9 @@ Result<std::optional<BasePlan>> base_plan_of(const TargetSpec& spec, const BaseF
 Result<BaseVerdicts> base_verdicts(const BasePlan& plan, const BaseFlags& flags, const std::string& corpus,
                                    const std::string& cache_options, const GateSideRunner& run,
                                    std::ostream& progress) {
-  std::unique_ptr<Worktree> worktree;  // removed when this returns: before NEW's gate starts
-  TargetSpec spec = plan.spec;
-  if (plan.commit) {
-    IH_TRY_ASSIGN(made, Worktree::add(plan.repository, *plan.commit));
-    worktree = std::move(made);
-    const fs::path tree = plan.inside == "." ? fs::path(worktree->path()) : fs::path(worktree->path()) / plan.inside;
-    spec.megatron_path = tree.lexically_normal().string();
-    if (!validated(spec).ok())  // e.g. NEW is a folder git ignores inside another project's checkout
-      return invalid("--base-ref " + *plan.commit + " of " + plan.repository + " has no megatron/core/__init__.py at " +
-                     plan.inside);
-    progress << "INFO: base: a worktree of " << *plan.commit << " at " << worktree->path() << "\n" << std::flush;
-  }
+  const TargetSpec& spec = plan.spec;
+  if (plan.commit && !spec.megatron_path)
+    return Error{seam_kind::harness_error, "the base " + *plan.commit + " was not checked out before its gate"};
   const bool cached = !flags.no_base_cache && spec.target == TargetKind::megatron && spec.megatron_path;
   std::string key;
   fs::path file;

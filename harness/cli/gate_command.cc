@@ -246,20 +246,27 @@ int gate_command(const std::vector<std::string>& argv) {
   if (args->list_mutants) return list_mutants(*spec, args->json);
   // The properties' seed and budget are the gate's flags (its tokens carry them); RC_PARAMS's other settings apply.
   if (const auto rc = props::rc_params(); !rc.ok()) return report_error(rc.error(), kExitBadInput);
-  const auto plan = base_plan_of(*spec, *args);  // a bad base is refused before anything runs
+  auto plan = base_plan_of(*spec, *args);  // a bad base is refused before anything runs
   if (!plan.ok()) return report_error(plan.error(), kExitBadInput);
   // The report folder is checked (and cleared of an earlier run's files) before the checks run.
   if (args->report) {
     const Status ready = prepare_output_folder("report", *args->report, report::is_gate_report_file);
     if (!ready.ok()) return report_error(ready.error(), kExitBadInput);
   }
-  // Cross-version tokens carry the base tree by its absolute path (validated in the plan).
-  if (*plan && spec->base_megatron_path) spec->base_megatron_path = (*plan)->spec.megatron_path;
+  std::ostream& progress = args->json ? std::cerr : std::cout;
+  // A --base-ref worktree lives until the gate ends: NEW's cross-version round trips and changed lines read it.
+  std::unique_ptr<BaseWorktree> worktree;
+  if (*plan) {
+    auto made = check_out_base(**plan, progress);
+    if (!made.ok()) return report_error(made.error());
+    worktree = std::move(*made);
+  }
+  // Cross-version tokens carry the base tree by its absolute path (validated in the plan, or the worktree's).
+  if (*plan && (spec->base_megatron_path || (*plan)->commit)) spec->base_megatron_path = (*plan)->spec.megatron_path;
   const auto measured = plan_gate_coverage(args->coverage, args->require_changed_lines_run, *spec, args->report);
   if (!measured.ok()) return report_error(measured.error(), kExitBadInput);
   auto known = gate::load_known_findings(budget_of(*args, *spec).corpus);
   if (!known.ok()) return report_error(known.error(), kExitBadInput);
-  std::ostream& progress = args->json ? std::cerr : std::cout;
   auto base = gate_base_of(plan->has_value() ? &**plan : nullptr, *args, *known, progress);
   if (!base.ok()) return report_error(base.error());
   if (*measured) start_gate_coverage(**measured);

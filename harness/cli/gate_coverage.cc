@@ -72,30 +72,53 @@ void start_gate_coverage(const GateCoverage& coverage) {
 
 void name_coverage_context(const gate::Check& check) { coverage::set_context(check.check_name()); }
 
-Status finish_gate_coverage(const GateCoverage& coverage, report::GateRun& run, std::ostream& progress) {
-  coverage::disable();
-  IH_TRY_STATUS(coverage::combine_and_report(default_megatron_python(), coverage.data_dir, coverage.tree_root,
-                                             kCoverageToolTimeout));
-  const std::filesystem::path dir(coverage.data_dir);
-  IH_TRY_ASSIGN(files, coverage::read_coverage_files((dir / "coverage.json").string(), coverage.tree_root));
-  coverage::CoverageFindings findings{coverage::checkpoint_path_coverage(files), std::nullopt, "", ""};
-  if (coverage.in_report)
-    findings.data_file = (dir / ".coverage").string(), findings.json_report = (dir / "coverage.json").string();
-  if (coverage.base_root) {
-    IH_TRY_ASSIGN(changed, coverage::changed_lines(*coverage.base_root, coverage.tree_root, kCoverageToolTimeout));
-    findings.changed = coverage::changed_lines_coverage(changed, files);
-  }
-  if (!coverage.in_report) std::filesystem::remove_all(dir);
+namespace {
+
+/// What the gate says of `findings`: into `run` (its report.json object, summary.md section and verdict line) and on
+/// the console; with --require-changed-lines-run a change's line no check ran, or lines nobody could measure, fail
+/// a run that had passed.
+void put_findings(const GateCoverage& coverage, const coverage::CoverageFindings& findings, report::GateRun& run,
+                  std::ostream& progress) {
   run.coverage = coverage::findings_json(findings);
   run.coverage_summary = coverage::findings_markdown(findings);
   run.verdict_suffix = coverage::verdict_suffix(findings);
   progress << "\n" << coverage::findings_markdown(findings, false);
-  if (coverage.require_changed_lines_run && findings.changed && !findings.changed->not_run.empty() &&
-      run.exit_code == kExitOk) {
+  if (!coverage.require_changed_lines_run || run.exit_code != kExitOk) return;
+  if (!findings.not_measured.empty()) {
+    progress << "--require-changed-lines-run: which changed lines ran is unknown (no coverage data); the gate fails\n";
+    run.exit_code = kExitCheckFailed;
+  } else if (findings.changed && !findings.changed->not_run.empty()) {
     progress << "--require-changed-lines-run: " << findings.changed->not_run.size()
              << " changed lines no check ran fail the gate\n";
     run.exit_code = kExitCheckFailed;
   }
+}
+
+}  // namespace
+
+Status finish_gate_coverage(const GateCoverage& coverage, report::GateRun& run, std::ostream& progress) {
+  coverage::disable();
+  const std::filesystem::path dir(coverage.data_dir);
+  coverage::CoverageFindings findings;
+  findings.changed_asked = coverage.base_root.has_value();
+  if (!coverage::has_data_files(coverage.data_dir)) {
+    // Not a harness failure and never "0 not run": no Megatron process started (every check NOT RUN) or the
+    // adapter collects nothing.
+    findings.not_measured = "no Megatron process recorded coverage data";
+  } else {
+    IH_TRY_STATUS(coverage::combine_and_report(default_megatron_python(), coverage.data_dir, coverage.tree_root,
+                                               kCoverageToolTimeout));
+    IH_TRY_ASSIGN(files, coverage::read_coverage_files((dir / "coverage.json").string(), coverage.tree_root));
+    findings.checkpoint_path = coverage::checkpoint_path_coverage(files);
+    if (coverage.in_report)
+      findings.data_file = (dir / ".coverage").string(), findings.json_report = (dir / "coverage.json").string();
+    if (coverage.base_root) {
+      IH_TRY_ASSIGN(changed, coverage::changed_lines(*coverage.base_root, coverage.tree_root, kCoverageToolTimeout));
+      findings.changed = coverage::changed_lines_coverage(changed, files);
+    }
+  }
+  if (!coverage.in_report) std::filesystem::remove_all(dir);
+  put_findings(coverage, findings, run, progress);
   return Ok{};
 }
 

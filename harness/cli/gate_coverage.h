@@ -34,8 +34,9 @@ void start_gate_coverage(const GateCoverage& coverage);
 
 /// Once every Megatron process ended: coverage.py's combined data and JSON report, what the gate says of them put
 /// into `run` (its report.json object, summary.md section and verdict line), and with --require-changed-lines-run
-/// a change's line no check ran fails a run that had passed. Collection is off afterwards. A coverage.py or git
-/// that fails is a harness_error.
+/// a change's line no check ran fails a run that had passed. No data file at all (no Megatron process started, or
+/// an adapter that collects nothing) is reported as not measured, changed lines unknown, never as "0 not run".
+/// Collection is off afterwards. A coverage.py or git that fails is a harness_error.
 Status finish_gate_coverage(const GateCoverage& coverage, report::GateRun& run, std::ostream& progress);
 
 /// The gate check each process records under from now on (run_checks' before_each).

@@ -24,6 +24,13 @@ Status succeeded(const Result<ChildOutcome>& ran, const std::string& what) {
 
 }  // namespace
 
+bool has_data_files(const std::string& data_dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir, error))
+    if (entry.path().filename().string().rfind(".coverage.", 0) == 0) return true;
+  return false;
+}
+
 Status combine_and_report(const std::string& python, const std::string& data_dir, const std::string& tree_root,
                           std::chrono::milliseconds timeout) {
   const std::filesystem::path dir(data_dir);

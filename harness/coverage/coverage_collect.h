@@ -10,6 +10,10 @@
 
 namespace ih::coverage {
 
+/// Whether any process wrote a data file (`.coverage.<suffix>`) into `data_dir`: none when no Megatron process
+/// started, or the adapter that served the run collects nothing (a stand-in).
+bool has_data_files(const std::string& data_dir);
+
 /// `python -m coverage combine` of every process's data file in `data_dir` into `data_dir`/.coverage, then
 /// `coverage json --show-contexts` into `data_dir`/coverage.json, run in `tree_root` so its file names are the
 /// tree's. No data file at all, or a coverage.py that fails, is a harness_error with its stderr.

@@ -104,6 +104,8 @@ ChangedLinesCoverage changed_lines_coverage(const ChangedLines& changed, const C
 }
 
 json::Json findings_json(const CoverageFindings& findings) {
+  if (!findings.not_measured.empty())
+    return {{"data_file", ""}, {"json_report", ""}, {"measured", false}, {"not_measured", findings.not_measured}};
   json::Json never = json::Json::array(), files = json::Json::array();
   for (const FunctionNeverRun& f : findings.checkpoint_path.never_run)
     never.push_back({{"file", f.file}, {"function", f.function}, {"line", f.start_line}, {"statements", f.statements}});
@@ -115,6 +117,7 @@ json::Json findings_json(const CoverageFindings& findings) {
                      {"statements_run", s.statements_run}});
   json::Json out{{"data_file", findings.data_file},
                  {"json_report", findings.json_report},
+                 {"measured", true},
                  {"checkpoint_path", {{"functions_never_run", never}, {"files", files}}}};
   if (findings.changed) {
     json::Json not_run = json::Json::array();
@@ -136,6 +139,9 @@ std::string function_label(const std::string& function) { return function.empty(
 std::string findings_markdown(const CoverageFindings& findings, bool with_checkpoint_path) {
   std::ostringstream out;
   out << "## Coverage of the Megatron tree\n\n";
+  if (!findings.not_measured.empty())
+    return out.str() + "Not measured: " + findings.not_measured + "." +
+           (findings.changed_asked ? " Which changed lines ran is unknown." : "") + "\n\n";
   if (findings.changed) {
     out << "### Changed lines not run (" << findings.changed->not_run.size() << " of "
         << findings.changed->changed_statements << " changed statements)\n\n";
@@ -166,6 +172,8 @@ std::string findings_markdown(const CoverageFindings& findings, bool with_checkp
 }
 
 std::string verdict_suffix(const CoverageFindings& findings) {
+  if (!findings.not_measured.empty())
+    return findings.changed_asked ? ", coverage not measured (changed lines unknown)" : ", coverage not measured";
   std::string out =
       ", " + std::to_string(findings.checkpoint_path.never_run.size()) + " checkpoint-path functions never run";
   if (findings.changed) out += ", " + std::to_string(findings.changed->not_run.size()) + " changed lines not run";

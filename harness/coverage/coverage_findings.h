@@ -65,12 +65,17 @@ struct CoverageFindings {
   CheckpointPathCoverage checkpoint_path;
   std::optional<ChangedLinesCoverage> changed;
   std::string data_file, json_report;  // where the combined data and coverage.json were left ("" if not kept)
+  // Why nothing was measured ("" when something was): then no line counts as run or not run, and with a base
+  // (`changed_asked`) which changed lines ran is unknown.
+  std::string not_measured;
+  bool changed_asked = false;
 };
 /// report.json's "coverage" object (docs/json-formats.md).
 json::Json findings_json(const CoverageFindings& findings);
 /// summary.md's section; the console's leaves out the checkpoint path's tables (`with_checkpoint_path` false).
 std::string findings_markdown(const CoverageFindings& findings, bool with_checkpoint_path = true);
-/// What the verdict line gains: ", N checkpoint-path functions never run" and with a base ", N changed lines not run".
+/// What the verdict line gains: ", N checkpoint-path functions never run" and with a base ", N changed lines not run";
+/// nothing measured: ", coverage not measured" (with a base: "(changed lines unknown)").
 std::string verdict_suffix(const CoverageFindings& findings);
 
 }  // namespace ih::coverage

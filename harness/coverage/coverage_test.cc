@@ -2,11 +2,13 @@
 // 7.18's own report of testdata/tree run under two contexts, see testdata/README.md), lines attributed to
 // functions, the checkpoint path's table, a git diff's new lines and the changed lines no check ran.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "harness/coverage/coverage_collect.h"
 #include "harness/coverage/coverage_findings.h"
 #include "harness/coverage/coverage_report.h"
 
@@ -156,6 +158,33 @@ TEST(ChangedLines, SameTreeHasNone) {
   const ChangedLinesCoverage found = changed_lines_coverage(new_lines_of_diff("", "/new"), *files);
   EXPECT_EQ(found.changed_statements, 0);
   EXPECT_EQ(verdict_suffix({{}, found, "", ""}), ", 0 checkpoint-path functions never run, 0 changed lines not run");
+}
+
+TEST(ChangedLines, NothingMeasuredIsUnknownNeverNoneNotRun) {
+  CoverageFindings findings;
+  findings.not_measured = "no Megatron process recorded coverage data";
+  findings.changed_asked = true;
+  EXPECT_EQ(verdict_suffix(findings), ", coverage not measured (changed lines unknown)");
+  const json::Json written = findings_json(findings);
+  EXPECT_EQ(written["measured"], false);
+  EXPECT_EQ(written["not_measured"], findings.not_measured);
+  EXPECT_FALSE(written.contains("changed_lines"));  // no count at all, not a count of 0
+  EXPECT_FALSE(written.contains("checkpoint_path"));
+  EXPECT_NE(findings_markdown(findings).find("Which changed lines ran is unknown."), std::string::npos);
+  findings.changed_asked = false;
+  EXPECT_EQ(verdict_suffix(findings), ", coverage not measured");
+}
+
+TEST(ChangedLines, DataFilesAreCoveragePyParallelFilesOnly) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ih-coverage-data-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "coverage.json") << "{}";
+  std::ofstream(dir / ".coverage") << "";  // a combined file of an earlier run is no process's data
+  EXPECT_FALSE(has_data_files(dir.string()));
+  std::ofstream(dir / ".coverage.host.123.XyZ") << "";
+  EXPECT_TRUE(has_data_files(dir.string()));
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(has_data_files(dir.string()));
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The gate's base mode without Megatron: a planted mutant judged against the unmutated reference (the change
 first, exit 1), the target against itself (no change, exit 0), and --base-ref on a git checkout of a stand-in
-Megatron served by the fake adapter (harness/megatron/testdata/fake_adapter.py): the worktree removed after the
-run and after SIGINT, the base read back from its content-hash cache, a changed base tree missing it, bad bases
-refused (exit 2).
+Megatron served by the fake adapter (harness/megatron/testdata/fake_adapter.py): the worktree kept for NEW's
+cross-version round trips and removed after the run and after SIGINT, the changed lines unknown without coverage
+data, the base read back from its content-hash cache, a changed base tree missing it, bad bases refused (exit 2).
 Usage: run_pytest.sh gate_base_test.py --cli INTEROP_HARNESS --root REPO_ROOT --corpus CORPUS_DIR"""
 import json
 import os
@@ -112,6 +112,30 @@ def test_base_ref_gates_a_worktree_removed_after_and_cached_by_content(cli, corp
     uncached = gate_base_ref(cli, corpus, repo, env, "--base-cache", cache, "--no-base-cache")
     assert "gating the base first" in uncached.stdout and len(os.listdir(cache)) == 2
     assert worktree_count(repo) == 1
+
+
+def test_base_ref_keeps_its_worktree_for_news_cross_round_trips_and_removes_it_after(cli, corpus, fake_megatron,
+                                                                                    tmp_path):
+    """NEW's side runs group real-roundtrip-cross against the worktree (NOT RUN on the fake adapter, with its
+    reason); the fake adapter records no coverage, so the changed lines are unknown, never "0 not run"."""
+    repo, env = fake_megatron
+    report = tmp_path / "report"
+    result = gate_base_ref(cli, corpus, repo, env, "--no-base-cache", "--report", str(report))
+    out = result.stdout
+    assert result.returncode == 5, out[-2000:] + result.stderr[-2000:]  # nothing ran: nothing verified
+    worktree = out.split("INFO: base: a worktree of ")[1].split(" at ")[1].split("\n")[0]
+    started_on_base = out.find("starting the Megatron adapter on " + worktree, out.index("INFO: gating the change"))
+    assert started_on_base > 0, "NEW's cross-version round trips start worlds on the base's worktree"
+    assert not os.path.exists(worktree) and worktree_count(repo) == 1, "the worktree is gone after the run"
+    written = json.loads((report / "report.json").read_text())
+    cross = [c for c in written["checks"] if c["group"] == "real-roundtrip-cross"]
+    assert len(cross) == 32 and {c["outcome"] for c in cross} == {"not run"}
+    assert all("fake Megatron" in c["detail"] for c in cross), cross[0]
+    assert written["coverage"] == {"data_file": "", "json_report": "", "measured": False,
+                                   "not_measured": "no Megatron process recorded coverage data"}
+    assert out.splitlines()[-1].endswith(", coverage not measured (changed lines unknown)")
+    assert "changed lines not run" not in out
+    assert "Which changed lines ran is unknown." in (report / "summary.md").read_text()
 
 
 def test_sigint_removes_the_base_worktree(cli, corpus, fake_megatron, tmp_path):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The CI pipeline files in ci/github/ and ci/gitlab/ parse, have the shape their CI system needs,
-and call only scripts that exist in ci/; the flags they pass to `gate` are flags the gate accepts.
+and call only scripts that exist in ci/; the flags they pass to `gate` and `mutate` are flags those accept.
 
 Usage: run_pytest.sh pipelines_test.py --root REPO_ROOT [--cli INTEROP_HARNESS]. Exit 77 (ctest: skipped, never
 a pass) when no YAML parser is available."""
@@ -72,13 +72,18 @@ def test_every_script_the_pipelines_call_exists(root, docs):
         assert [s for s in sorted(scripts) if not (pathlib.Path(root) / s).is_file()] == [], path
 
 
-def test_the_flags_passed_to_the_gate_are_the_gates(pytestconfig, docs):
+@pytest.mark.parametrize("command,call", [
+    ("gate", r"ci/gate\.sh([^\n]*)"),
+    # a line continued with a backslash is one call
+    ("mutate", r"interop-harness\"? mutate((?:[^\n]*\\\n)*[^\n]*)"),
+], ids=["gate", "mutate"])
+def test_the_flags_passed_to_the_harness_are_its_commands(pytestconfig, docs, command, call):
     binary = pytestconfig.getoption("--cli")
     if not binary:
         pytest.skip("needs --cli")
-    flags = {f for doc in docs.values() for line in commands(doc) for call in re.findall(r"ci/gate\.sh([^\n]*)", line)
-             for f in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", call)}
-    assert flags
-    help_text = subprocess.run([binary, "gate", "--help"], capture_output=True, text=True, timeout=60)
+    flags = {f for doc in docs.values() for line in commands(doc) for args in re.findall(call, line)
+             for f in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", args)}
+    assert flags, f"no pipeline calls {command}"
+    help_text = subprocess.run([binary, command, "--help"], capture_output=True, text=True, timeout=60)
     accepted = help_text.stdout + help_text.stderr
     assert [f for f in sorted(flags) if not re.search(rf"{re.escape(f)}(?![\w-])", accepted)] == []
