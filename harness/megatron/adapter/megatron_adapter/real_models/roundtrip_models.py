@@ -269,11 +269,29 @@ def apply_loaded(chunks, optimizer, loaded, req):
         optimizer.load_state_dict(loaded["optimizer"])
 
 
-def apply_distributed_optimizer(optimizer, loaded, req):
+def apply_distributed_optimizer(optimizer, loaded, req, past_f=False):
     """The DistributedOptimizer takes its part of what was loaded through its own load_state_dict, as
-    training's load_checkpoint does (each DP rank its slice of the model-space states)."""
-    with _shims(req):
+    training's load_checkpoint does (each DP rank its slice of the model-space states); `past_f`: under the
+    declared shim of what finding F lacks (patches' distributed_optimizer_load), undone after."""
+    families = factory.patch_families(req) + (("distributed_optimizer_load",) if past_f else ())
+    with patches.applied(*families):
         optimizer.load_state_dict(loaded["optimizer"])
+
+
+def _own_optimizer_leaves(M, chunks, optimizer, req):
+    """{path: tensor} of the optimizer's entries in a fresh sharded state dict of it: what the optimizer holds
+    (a DistributedOptimizer's in model space, gathered over DP: collective)."""
+    return {path: leaf.data for path, leaf in leaves(state_tree(M, chunks, optimizer, req))
+            if path.startswith("optimizer.") and isinstance(leaf, (M.ShardedTensor, M.ShardedTensorFactory))}
+
+
+def own_optimizer_states(M, chunks, optimizer, req, paths):
+    """{path: int64 tensor} of the optimizer's own states after its load_state_dict, for the optimizer paths among
+    `paths` (read as `dump_model` reads the FP32Optimizer's); a path it does not hold is left out (the verifier
+    names it missing)."""
+    own = _own_optimizer_leaves(M, chunks, optimizer, req)
+    return {path: own[path].detach().to(M.torch.int64).contiguous() for path in paths
+            if path.startswith("optimizer.") and isinstance(own.get(path), M.torch.Tensor)}
 
 
 def dump_model(M, chunks, optimizer, req, paths, loaded):
@@ -287,9 +305,7 @@ def dump_model(M, chunks, optimizer, req, paths, loaded):
     if optimizer is not None and is_distributed(req):
         optimizer_leaves = {path: value for path, value in leaves(loaded) if path.startswith("optimizer.")}
     elif optimizer is not None:
-        optimizer_leaves = {path: leaf.data for path, leaf in leaves(state_tree(M, chunks, optimizer, req))
-                            if path.startswith("optimizer.") and isinstance(leaf, (M.ShardedTensor,
-                                                                                  M.ShardedTensorFactory))}
+        optimizer_leaves = _own_optimizer_leaves(M, chunks, optimizer, req)
     out = {}
     for path in paths:
         name, _, key = path.partition(".")
