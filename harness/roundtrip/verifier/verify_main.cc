@@ -207,7 +207,7 @@ struct Findings {
   std::vector<Wrong> wrong;
   std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
   std::int64_t after_load_state_dict = 0;  // of `compared`: a DistributedOptimizer's own states after its load
-  double compare_seconds = 0;  // the element comparisons alone (no file reading)
+  double compare_seconds = 0;              // the element comparisons alone (no file reading)
   std::vector<std::string> notes;
   std::vector<Held> held;
   /// Wrong elements by the path's first component (a model chunk, "optimizer"): a real round trip's
