@@ -25,7 +25,9 @@ holds its sharded state dict under "optimizer":
     into the moments the optimizer holds and the tree is built again from them (Megatron's own gather and
     slicing, what is under test); its `param` state is the fp32 parameter itself (the plan gives both one
     key). On the load side the tree is Megatron's request: the dump reads what `dist_checkpointing.load`
-    returned into it, before the optimizer's own `load_state_dict` (`apply_distributed_optimizer`).
+    returned into it, before the optimizer's own `load_state_dict` (`apply_distributed_optimizer`); after that
+    load (past finding F, under its declared shim) `own_optimizer_states` reads what the optimizer itself holds
+    through a fresh sharded state dict of it, as the FP32Optimizer's.
 A factory's rows are taken as its built tensors' rows one after the other (how the plan lays them out);
 `fill_model` checks that on Megatron's factory and refuses a different layout as a harness error, except
 for the paths in "reference_rows": a GTP-wrapped SwiGLU fc1, whose rows the plan takes from the reference
