@@ -238,6 +238,9 @@ void print_verifier(std::ostream& line, const json::Json& v) {
   if (v.value("compare_vs_memcpy", 0.0) > 0)
     line << " (its comparisons run at " << std::setprecision(3) << v.value("compare_vs_memcpy", 0.0)
          << " x a memcpy of the same bytes, measured in the same run)";
+  if (v.value("after_load_state_dict_compared", std::int64_t{0}) > 0)
+    line << "; " << v.value("after_load_state_dict_compared", std::int64_t{0})
+         << " of the elements compared are the DistributedOptimizer's own states after its load_state_dict";
   if (v.contains("counts") && !v["counts"].empty()) line << "; wrong by kind " << v["counts"].dump();
   if (v.contains("wrong_by_part") && v["wrong_by_part"].size() > 1)
     line << "; wrong by part " << v["wrong_by_part"].dump();

@@ -175,6 +175,10 @@ Result<LoadRankPlan> load_rank_plan(const LoadContext& c, const std::vector<Flat
 
 Status write_load_ranks(const ScenarioPlanner& planner, const SavedKeys& saved, LoadOracle& oracle,
                         const std::filesystem::path& dir) {
+  // A DistributedOptimizer's own states after its load_state_dict (past finding F) are held to the same oracle as
+  // what Megatron's load returned (docs/roundtrip.md, "The DistributedOptimizer"); load_checkpoint's are not dumped.
+  const bool after_load_state_dict =
+      planner.scenario().distributed_optimizer() && planner.scenario().load_path == LoadPath::dist_checkpointing;
   for (std::int64_t r = 0; r < planner.ranks(Side::load); ++r) {
     IH_TRY_ASSIGN(entries, planner.rank_entries(Side::load, r));
     IH_TRY_ASSIGN(plan, load_rank_plan({planner, saved, oracle, r}, entries));
@@ -187,10 +191,12 @@ Status write_load_ranks(const ScenarioPlanner& planner, const SavedKeys& saved, 
                                                                     {"gtp_params", plan.gtp_params},
                                                                     {"reference_rows", plan.reference_rows},
                                                                     {"objects", plan.objects}}));
-    IH_TRY_STATUS(write_plan_file(dir / ("oracle_rank_" + rank + ".json"), Json{{"rank", r},
-                                                                                {"tensors", plan.oracle_tensors},
-                                                                                {"objects", plan.oracle_objects},
-                                                                                {"plain", plan.oracle_plain}}));
+    IH_TRY_STATUS(write_plan_file(dir / ("oracle_rank_" + rank + ".json"),
+                                  Json{{"rank", r},
+                                       {"tensors", plan.oracle_tensors},
+                                       {"objects", plan.oracle_objects},
+                                       {"plain", plan.oracle_plain},
+                                       {"optimizer_after_load_state_dict", after_load_state_dict}}));
   }
   return Ok{};
 }

@@ -5,7 +5,8 @@
 # in_proj reloaded from local checkpoints by to_state_dict (same layout), clean and under that mutant;
 # the real-model round trips (--real: Megatron's own GPTModel and HybridModel) and a layer swap in them;
 # the training load path (load_checkpoint) with its GPT -> hybrid setup skipped; the DistributedOptimizer's
-# model-space save under a save-side mutant (its gather keeps the bucket padding).
+# model-space save under a save-side mutant (its gather keeps the bucket padding), and its load_state_dict past
+# finding F under a load-side mutant (its model-space loader swaps the moments).
 # Usage: worlds_test.sh BINARY CASE (exit 77: skipped, the case cannot run here)
 set -uo pipefail
 bin=$1
@@ -35,6 +36,9 @@ case "$case_name" in
   real_distributed_optimizer_mutant)
     args=(--real --scenario real_gpt_hybrid_distributed_optimizer --save-ranks 2 --load-ranks 1 --keep "$keep" --json
           --mutant distributed_optimizer_gather_keeps_bucket_padding) ;;
+  real_distributed_optimizer_load_mutant)
+    args=(--real --scenario real_gpt_hybrid_distributed_optimizer --save-ranks 2 --load-ranks 1 --keep "$keep" --json
+          --mutant distributed_optimizer_load_moments_swapped) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
@@ -108,6 +112,16 @@ case "$case_name" in
     # What Megatron loaded is verified although the optimizer's load_state_dict then raises (finding F on CPU).
     echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
       fail "finding F's refusal is not reported beside the verified elements" ;;
+  real_distributed_optimizer_load_mutant)  # a load_state_dict mutant: only the optimizer's own moments are wrong
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    echo "$all" | grep -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
+    echo "$all" | grep -Eq '[1-9][0-9]* of the elements compared are the DistributedOptimizer.s own states after its load_state_dict' ||
+      fail "the optimizer's own states after its load_state_dict were not compared"
+    echo "$all" | grep -Eq 'rank 0: after_load_state_dict/optimizer\.param_state\.[0-9]+\.exp_avg(_sq)?: [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds optimizer\.state\.exp_avg' ||
+      fail "no swapped moment of the optimizer's own state named by its key and global index"
+    echo "$all" | grep -Eq 'rank 0: optimizer\.' && fail "what Megatron's load returned was counted wrong: the mutant is in load_state_dict"
+    echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
+      fail "finding F's refusal (the unshimmed load) is not reported" ;;
   truncate)
     echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"

@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -205,7 +206,8 @@ struct Findings {
   std::map<std::string, std::int64_t> counts;
   std::vector<Wrong> wrong;
   std::int64_t compared = 0, objects = 0, plain = 0, tensors = 0;
-  double compare_seconds = 0;  // the element comparisons alone (no file reading)
+  std::int64_t after_load_state_dict = 0;  // of `compared`: a DistributedOptimizer's own states after its load
+  double compare_seconds = 0;              // the element comparisons alone (no file reading)
   std::vector<std::string> notes;
   std::vector<Held> held;
   /// Wrong elements by the path's first component (a model chunk, "optimizer"): a real round trip's
@@ -301,6 +303,24 @@ void check_plain(int r, const Json& oracle, const Json& catalogue,
   }
 }
 
+/// The prefix of a dumped path that holds the DistributedOptimizer's own state after its load_state_dict.
+constexpr std::string_view kAfterLoadStateDict = "after_load_state_dict/";
+
+/// A DistributedOptimizer's own states after its load_state_dict (read back in model space, dumped under
+/// kAfterLoadStateDict + path) against the same oracle as what Megatron's load returned into its request.
+void check_after_load_state_dict(const Verifier& v, int r, const Json& oracle,
+                                 const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
+  for (const auto& t : oracle.at("tensors")) {
+    const std::string path = t.at("path");
+    if (!path.starts_with("optimizer.")) continue;
+    Json own = t;
+    own["path"] = std::string(kAfterLoadStateDict) + path;
+    const std::int64_t before = f.compared;
+    check_tensor(v, r, own, by_path, f);
+    f.after_load_state_dict += f.compared - before;
+  }
+}
+
 /// Everything load rank r loaded (loaded_rank_<r>.pt) against its oracle (oracle_rank_<r>.json).
 void check_rank(const Verifier& v, const Json& catalogue, const std::string& dir, int r, Findings& f) {
   const Json oracle = read_json(dir + "/oracle_rank_" + std::to_string(r) + ".json");
@@ -310,6 +330,7 @@ void check_rank(const Verifier& v, const Json& catalogue, const std::string& dir
   std::map<std::string, torch::jit::IValue> by_path;
   for (const auto& item : loaded.toGenericDict()) by_path.emplace(item.key().toStringRef(), item.value());
   for (const auto& t : oracle.at("tensors")) check_tensor(v, r, t, by_path, f);
+  if (oracle.value("optimizer_after_load_state_dict", false)) check_after_load_state_dict(v, r, oracle, by_path, f);
   check_objects(r, oracle, by_path, f);
   check_plain(r, oracle, catalogue, by_path, f);
 }
@@ -406,6 +427,7 @@ Json verdict(const Verifier& v, Findings& f, std::int64_t writers_checked, std::
   return Json{{"ok", problems == 0 && f.compared > 0},
               {"elements_verified", f.compared - (wrong_elements - f.counts["uncovered"])},
               {"elements_compared", f.compared},
+              {"after_load_state_dict_compared", f.after_load_state_dict},
               {"wrong_elements", wrong_elements},
               {"counts", nonzero},
               {"wrong_by_part", f.by_part},

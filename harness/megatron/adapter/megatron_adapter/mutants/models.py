@@ -69,6 +69,24 @@ def gather_keeps_bucket_padding(original, M):
     return get_parameter_state_dp_zero
 
 
+def load_moments_swapped(original, M):
+    """The model-space loader hands each parameter's exp_avg on as its exp_avg_sq and back (new dicts: the loaded
+    state dict itself is left as Megatron's load returned it)."""
+    def swapped(states):
+        if "exp_avg" not in states or "exp_avg_sq" not in states:
+            return states
+        return dict(states, exp_avg=states["exp_avg_sq"], exp_avg_sq=states["exp_avg"])
+
+    @functools.wraps(original)
+    def load_parameter_state_from_fully_reshardable(self, state_dict, *args, **kwargs):
+        if isinstance(state_dict, dict):
+            state_dict = {index: swapped(states) for index, states in state_dict.items()}
+        else:
+            state_dict = [swapped(states) for states in state_dict]
+        return original(self, state_dict, *args, **kwargs)
+    return load_parameter_state_from_fully_reshardable
+
+
 def swiglu_halves_swapped(original, M):
     def swapped_factory(orig, offsets, *a, **k):
         factory = original(orig, offsets, *a, **k)

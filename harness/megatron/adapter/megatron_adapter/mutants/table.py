@@ -158,6 +158,13 @@ MUTANTS_TABLE = (
            (Patch("megatron.core.optimizer.distrib_optimizer:DistributedOptimizer.get_parameter_state_dp_zero",
                   models.gather_keeps_bucket_padding),),
            tier="real", phase="save"),
+    Mutant("distributed_optimizer_load_moments_swapped", None, "the DistributedOptimizer's model-space load "
+           "(load_parameter_state_from_fully_reshardable, inside its load_state_dict) hands each parameter's exp_avg "
+           "to the optimizer as its exp_avg_sq and back: what the checkpoint holds and what Megatron's load returns "
+           "are right, the optimizer's own moments after load_state_dict are swapped",
+           (Patch("megatron.core.optimizer.distrib_optimizer:DistributedOptimizer."
+                  "load_parameter_state_from_fully_reshardable", models.load_moments_swapped),),
+           tier="real"),
     # the candidate shard-split design (not Megatron's code; mutants of the harness's candidate, run
     # with --candidate shard-split: each a mistake the pending PR could make)
     Mutant("candidate_piece_offset_no_tp_term", 23, "candidate shard-split design: a piece's offset in its "

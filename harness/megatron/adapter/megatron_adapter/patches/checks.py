@@ -77,6 +77,18 @@ def reads(tree, function, attr):
     return False
 
 
+def compares_with(tree, function, literal):
+    """True when a function named `function` (a method too) compares something with the constant `literal`
+    (e.g. `if k == "step":`, the branch that skips a key)."""
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == function:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == literal
+                                                         for c in [node.left, *node.comparators]):
+                    return True
+    return False
+
+
 def _identifiers(node):
     if isinstance(node, ast.Name):
         return [node.id]

@@ -97,6 +97,12 @@ def flag_false(module, attr):
                 f"while `{module.rpartition('.')[2]}.{attr}` is False")
 
 
+def compares_with(module, function, literal, what):
+    """Needed while `function` of the module still compares with `literal` (the branch a finding is about)."""
+    from megatron_adapter.patches.checks import compares_with as compares, tree_of
+    return Need(lambda current: compares(tree_of(f"{module}.{function}", module), function, literal), what)
+
+
 def target_is_none(index, what):
     return Need(lambda current: current[index] is None, f"while {what} is None")
 

@@ -70,6 +70,20 @@ def te_branch_when_empty(state_dict):
     return state_dict_of
 
 
+def step_from_own_state(set_states):
+    """DistributedOptimizer._set_main_param_and_optimizer_states that, handed no `step` (finding F), takes the one
+    the optimizer's own state of the parameter holds, which load_state_dict put there: Megatron's setter then
+    copies it onto itself and every other state from the tensors handed in, as it would without the shim."""
+    def set_main_param_and_optimizer_states(self, model_param, tensors):
+        if "step" not in tensors:
+            group_index, group_order = self.model_param_group_index_map[model_param]
+            own = self.optimizer.state.get(self.optimizer.param_groups[group_index]["params"][group_order], {})
+            if "step" in own:
+                tensors = {**tensors, "step": own["step"]}
+        return set_states(self, model_param, tensors)
+    return set_main_param_and_optimizer_states
+
+
 class NoFork:
     """A CUDA RNG tracker whose fork() does nothing (the parameters it would initialise are never used)."""
 

@@ -10,6 +10,8 @@ Families (the context that needs them):
                      round-trip worlds)
   save_speed         the synchronous save's result queue (speed only)
   model, model_gdp, model_optimizer   building a real model, its GDP mixer, its DistributedOptimizer
+  distributed_optimizer_load   what finding F lacks, for a second DistributedOptimizer.load_state_dict after the
+                     unshimmed one raised F (a real round trip verifies the optimizer's own states past F)
   float16_optimizer  the optimizer_resume tasks' Float16OptimizerWithFloat16Params
   training, training_run, training_globals   Megatron's training entry points: their CUDA calls, the run's
                      command line and environment while Megatron parses it, Megatron's global args
@@ -21,8 +23,8 @@ import queue
 
 from megatron_adapter.patches import stand_ins as s
 from megatron_adapter.patches.checks import All, Exists, FlagOfFamily, Reads, Snippet
-from megatron_adapter.patches.entries import (Patch, SetUp, always, both, flag_false, no_cuda, target_is_none, to,
-                                              value_is, wrapping)
+from megatron_adapter.patches.entries import (Patch, SetUp, always, both, compares_with, flag_false, no_cuda,
+                                              target_is_none, to, value_is, wrapping)
 
 GTP_API = "megatron.core.tensor_parallel.gtp_api"
 GDP = "megatron.core.ssm.gated_delta_product"
@@ -168,6 +170,28 @@ MODEL_OPTIMIZER = (
           wrapping(s.te_branch_when_empty), needed=flag_false(DISTRIB, "HAVE_APEX_OR_TE")),
 )
 
+# Finding F (docs/megatron-findings.md): never in force for the load that observes F; a real round trip applies it
+# only to load again after that load raised, so the optimizer's own states past F can be verified.
+DISTRIBUTED_OPTIMIZER_LOAD = (
+    Patch("optimizer_load_step_from_own_state", "distributed_optimizer_load",
+          (f"{DISTRIB}:DistributedOptimizer._set_main_param_and_optimizer_states",),
+          "finding F: without Transformer Engine or Apex, DistributedOptimizer.load_state_dict puts the "
+          "checkpoint's step into torch AdamW's per-parameter states, load_parameter_state_from_fully_reshardable "
+          "leaves `step` out of the tensors it hands on, and the setter copies every state of the parameter from "
+          "those tensors (KeyError 'step'). Handed no `step`, the setter takes the one the parameter's own state "
+          "holds (copied onto itself); every other state, and the main parameter, still come from the tensors "
+          "Megatron's loader cut",
+          All(Snippet(DISTRIB, "dst_tensors[key].copy_(tensors[key])"),
+              Reads(DISTRIB, "_set_main_param_and_optimizer_states", "model_param_group_index_map"),
+              Reads(DISTRIB, "load_parameter_state_from_fully_reshardable", "_set_main_param_and_optimizer_states")),
+          wrapping(s.step_from_own_state),
+          needed=both(flag_false(DISTRIB, "HAVE_APEX_OR_TE"),
+                      compares_with(DISTRIB, "load_parameter_state_from_fully_reshardable", "step",
+                                    "the fully_reshardable loader skips `step`")),
+          summary="DistributedOptimizer._set_main_param_and_optimizer_states takes a missing step from the "
+                  "optimizer's own state (finding F)"),
+)
+
 MODEL_GDP = (
     Patch("gdp_mamba_ssm_rmsnorm_gated", "model_gdp", (f"{GDP}:HAVE_MAMBA_SSM", f"{GDP}:ExtendedRMSNorm"),
           "the same gated RMSNorm as mamba_ssm_rmsnorm_gated, in the GDP mixer's module: without mamba_ssm "
@@ -276,8 +300,8 @@ FIXES = (
           needed=always),
 )
 
-TABLE = GTP_FLAGS + CPU_SAVE + MODEL + MODEL_OPTIMIZER + MODEL_GDP + FLOAT16_OPTIMIZER + TRAINING + ONE_PROCESS_RANKS \
-    + FIXES
+TABLE = GTP_FLAGS + CPU_SAVE + MODEL + MODEL_OPTIMIZER + MODEL_GDP + DISTRIBUTED_OPTIMIZER_LOAD + FLOAT16_OPTIMIZER \
+    + TRAINING + ONE_PROCESS_RANKS + FIXES
 
 # What each family is for (the headings of docs/megatron-patches.md's generated tables), in table order.
 FAMILIES = {
@@ -288,6 +312,8 @@ FAMILIES = {
     "model": "building a real GPTModel or HybridModel (model dump, real round trips, findings A and B)",
     "model_optimizer": "building a real model's DistributedOptimizer (model dump --optimizer, real round trips)",
     "model_gdp": "building the GatedDeltaProduct mixer (model dump --mixer gdp)",
+    "distributed_optimizer_load": "a DistributedOptimizer's second load_state_dict, after the unshimmed one raised "
+                                  "finding F (real round trips of the DistributedOptimizer)",
     "float16_optimizer": "the optimizer_resume tasks' Float16OptimizerWithFloat16Params",
     "training": "Megatron's training entry points (roundtrip --real, load path training)",
     "training_run": "while Megatron parses and validates the training run's args",

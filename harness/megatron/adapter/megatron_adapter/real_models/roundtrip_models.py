@@ -25,7 +25,9 @@ holds its sharded state dict under "optimizer":
     into the moments the optimizer holds and the tree is built again from them (Megatron's own gather and
     slicing, what is under test); its `param` state is the fp32 parameter itself (the plan gives both one
     key). On the load side the tree is Megatron's request: the dump reads what `dist_checkpointing.load`
-    returned into it, before the optimizer's own `load_state_dict` (`apply_distributed_optimizer`).
+    returned into it, before the optimizer's own `load_state_dict` (`apply_distributed_optimizer`); after that
+    load (past finding F, under its declared shim) `own_optimizer_states` reads what the optimizer itself holds
+    through a fresh sharded state dict of it, as the FP32Optimizer's.
 A factory's rows are taken as its built tensors' rows one after the other (how the plan lays them out);
 `fill_model` checks that on Megatron's factory and refuses a different layout as a harness error, except
 for the paths in "reference_rows": a GTP-wrapped SwiGLU fc1, whose rows the plan takes from the reference
@@ -269,11 +271,29 @@ def apply_loaded(chunks, optimizer, loaded, req):
         optimizer.load_state_dict(loaded["optimizer"])
 
 
-def apply_distributed_optimizer(optimizer, loaded, req):
+def apply_distributed_optimizer(optimizer, loaded, req, past_f=False):
     """The DistributedOptimizer takes its part of what was loaded through its own load_state_dict, as
-    training's load_checkpoint does (each DP rank its slice of the model-space states)."""
-    with _shims(req):
+    training's load_checkpoint does (each DP rank its slice of the model-space states); `past_f`: under the
+    declared shim of what finding F lacks (patches' distributed_optimizer_load), undone after."""
+    families = factory.patch_families(req) + (("distributed_optimizer_load",) if past_f else ())
+    with patches.applied(*families):
         optimizer.load_state_dict(loaded["optimizer"])
+
+
+def _own_optimizer_leaves(M, chunks, optimizer, req):
+    """{path: tensor} of the optimizer's entries in a fresh sharded state dict of it: what the optimizer holds
+    (a DistributedOptimizer's in model space, gathered over DP: collective)."""
+    return {path: leaf.data for path, leaf in leaves(state_tree(M, chunks, optimizer, req))
+            if path.startswith("optimizer.") and isinstance(leaf, (M.ShardedTensor, M.ShardedTensorFactory))}
+
+
+def own_optimizer_states(M, chunks, optimizer, req, paths):
+    """{path: int64 tensor} of the optimizer's own states after its load_state_dict, for the optimizer paths among
+    `paths` (read as `dump_model` reads the FP32Optimizer's); a path it does not hold is left out (the verifier
+    names it missing)."""
+    own = _own_optimizer_leaves(M, chunks, optimizer, req)
+    return {path: own[path].detach().to(M.torch.int64).contiguous() for path in paths
+            if path.startswith("optimizer.") and isinstance(own.get(path), M.torch.Tensor)}
 
 
 def dump_model(M, chunks, optimizer, req, paths, loaded):
@@ -287,9 +307,7 @@ def dump_model(M, chunks, optimizer, req, paths, loaded):
     if optimizer is not None and is_distributed(req):
         optimizer_leaves = {path: value for path, value in leaves(loaded) if path.startswith("optimizer.")}
     elif optimizer is not None:
-        optimizer_leaves = {path: leaf.data for path, leaf in leaves(state_tree(M, chunks, optimizer, req))
-                            if path.startswith("optimizer.") and isinstance(leaf, (M.ShardedTensor,
-                                                                                  M.ShardedTensorFactory))}
+        optimizer_leaves = _own_optimizer_leaves(M, chunks, optimizer, req)
     out = {}
     for path in paths:
         name, _, key = path.partition(".")

@@ -111,17 +111,59 @@ def dump_real(world, files, entry, loading, loaded, expected):
             roundtrip_models.apply_loaded(loading.chunks, loading.optimizer, loaded, loading.model)
     except BaseException as exc:  # Megatron's model refusing Megatron's loaded state dict
         raise staged(exc, stage, "megatron_error")
-    checkpoint_files.write_dump(files.dir, world.rank, _model_dump(world, loading, loaded, expected), world.torch)
+    dump = _model_dump(world, loading, loaded, expected)
+    checkpoint_files.write_dump(files.dir, world.rank, dump, world.torch)
     stage = world.stage("load: barrier after dump")
     world.dist.barrier()
     entry["dumped"] = True  # what Megatron loaded is verified even if what follows raises
     if loading.optimizer is not None and roundtrip_models.is_distributed(loading.model) and not files.training:
-        stage = world.stage("load: the DistributedOptimizer takes what was loaded (load_state_dict)")
-        try:
-            roundtrip_models.apply_distributed_optimizer(loading.optimizer, loaded, loading.model)
-        except BaseException as exc:  # Megatron's optimizer refusing Megatron's loaded state dict
-            raise staged(exc, stage, "megatron_error")
+        stage = _distributed_optimizer_load(world, files, loading, loaded, expected, dump)
     roundtrip_models.done()
+    return stage
+
+
+AFTER_LOAD_STATE_DICT = "after_load_state_dict/"  # the verifier's kAfterLoadStateDict (verifier/verify_main.cc)
+
+
+def _load_state_dict(world, loading, loaded, past_f):
+    """The DistributedOptimizer's load_state_dict (under the shim of what finding F lacks where `past_f`):
+    None, or what it raised, marked with its stage."""
+    from megatron_adapter.real_models import roundtrip_models
+    stage = world.stage("load: the DistributedOptimizer takes what was loaded (load_state_dict" +
+                        (", again under the declared shim of what finding F lacks)" if past_f else ")"))
+    try:
+        roundtrip_models.apply_distributed_optimizer(loading.optimizer, loaded, loading.model, past_f=past_f)
+    except BaseException as exc:  # Megatron's optimizer refusing Megatron's loaded state dict
+        return staged(exc, stage, harness_kind(exc) or "megatron_error")
+    return None
+
+
+def _distributed_optimizer_load(world, files, loading, loaded, expected, dump):
+    """The DistributedOptimizer takes its part (load_state_dict) as training does; where that raises (finding F
+    on CPU), it loads again under the declared shim of what F lacks. Once every rank's load ran to the end, the
+    optimizer's own states are read back in model space and dumped beside what Megatron loaded (under
+    AFTER_LOAD_STATE_DICT + path) for the verifier. The unshimmed load's error is raised after, so F stays
+    observed; a shimmed load that raises is raised instead (its states were never dumped: the verifier names
+    them missing)."""
+    from megatron_adapter.real_models import roundtrip_models
+    unshimmed = _load_state_dict(world, loading, loaded, past_f=False)
+    shimmed = None if unshimmed is None else _load_state_dict(world, loading, loaded, past_f=True)
+    stage = world.stage("load: every rank's DistributedOptimizer load ran to the end (all_reduce)")
+    torch = world.torch
+    ran = torch.tensor([int(shimmed is None)])
+    world.dist.all_reduce(ran, op=world.dist.ReduceOp.MIN)
+    if int(ran.item()) == 1:
+        stage = world.stage("load: dump the DistributedOptimizer's own states after load_state_dict (model space)")
+        try:
+            own = roundtrip_models.own_optimizer_states(world.M, loading.chunks, loading.optimizer, loading.model,
+                                                        [t["path"] for t in expected["tensors"]])
+        except BaseException as exc:
+            raise staged(exc, stage)
+        dump.update({AFTER_LOAD_STATE_DICT + path: value for path, value in own.items()})
+        checkpoint_files.write_dump(files.dir, world.rank, dump, torch)
+        world.dist.barrier()
+    if shimmed is not None or unshimmed is not None:
+        raise shimmed if shimmed is not None else unshimmed
     return stage
 
 

@@ -20,7 +20,8 @@ RUN = {"model": "hybrid", "pattern": "M*-", "tp": 1, "pp": 1, "ep": 1, "etp": 1,
        "num_attention_heads": 2, "num_query_groups": 1, "kv_channels": 8, "ffn_hidden": 32, "norm": "rms",
        "vocab": 32, "gated_mlp": False, "add_bias": False, "tied_embeddings": False, "num_experts": 0,
        "moe_ffn_hidden": 16, "mamba_heads": 2, "mamba_head_dim": 8, "mamba_groups": 1, "mamba_state": 8}
-ON_ANY_MEGATRON = ("cpu_save", "save_speed", "model", "model_optimizer", "float16_optimizer", "one_process_ranks")
+ON_ANY_MEGATRON = ("cpu_save", "save_speed", "model", "model_optimizer", "distributed_optimizer_load", "float16_optimizer",
+                   "one_process_ranks")
 ON_A_CHECKOUT = ("gtp", "model_gdp", "training", "training_run", "training_globals", "fix")
 
 
@@ -38,7 +39,8 @@ def test_every_row_of_a_checkout_fits_and_is_needed_here(checkout, family):
     assert all(r["needed"] and "not_applicable" not in r for r in report), report
 
 
-@pytest.mark.parametrize("name", ["cuda_current_device", "optimizer_empty_state_step", "save_cuda_synchronize"])
+@pytest.mark.parametrize("name", ["cuda_current_device", "optimizer_empty_state_step", "save_cuda_synchronize",
+                                  "optimizer_load_step_from_own_state"])
 def test_a_row_whose_code_is_gone_is_a_patch_error(M, name):
     row = next(e for e in TABLE if e.name == name)
     module = getattr(row.fits, "module", "megatron.core")

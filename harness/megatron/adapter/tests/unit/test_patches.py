@@ -322,3 +322,49 @@ def test_a_doc_without_the_markers_is_refused():
         doc.split("no markers", "x.md")
     with pytest.raises(ValueError, match="must hold the markers"):
         doc.split(doc.END + "\n" + doc.BEGIN + "\n", "x.md")
+
+
+# ---- finding F's shim (distributed_optimizer_load) ---------------------------------------------------------------
+
+LOADER = """class DistributedOptimizer:
+    def load_parameter_state_from_fully_reshardable(self, state_dict):
+        for k, v in state_dict.items():
+            if k == "step":
+                continue
+"""
+
+
+def test_a_function_compares_with_a_literal_only_where_its_branch_is(fake):
+    from megatron_adapter.patches.entries import compares_with
+    fake(LOADER)
+    function = "load_parameter_state_from_fully_reshardable"
+    assert checks.compares_with(checks.tree_of("p", MOD), function, "step")
+    assert not checks.compares_with(checks.tree_of("p", MOD), function, "exp_avg")
+    assert compares_with(MOD, function, "step", "skips step")(())
+    fake(LOADER.replace('if k == "step":\n                continue', 'pass'))  # a loader that hands step on: F fixed
+    assert not compares_with(MOD, function, "step", "skips step")(())
+
+
+class _Optimizer:
+    """What the shim reads of a DistributedOptimizer: the parameter's group index and torch's state of it."""
+
+    def __init__(self, own):
+        main = object()
+        self.model_param_group_index_map = {"model_param": (0, 0)}
+        self.optimizer = types.SimpleNamespace(param_groups=[{"params": [main]}], state={main: own})
+
+
+def _handed(own, tensors):
+    from megatron_adapter.patches import stand_ins
+    seen = []
+    stand_ins.step_from_own_state(lambda self, model_param, t: seen.append(t))(_Optimizer(own), "model_param", tensors)
+    return seen[0]
+
+
+def test_the_shim_supplies_only_the_missing_step_from_the_parameters_own_state():
+    step, exp_avg, param = object(), object(), object()
+    assert _handed({"step": step, "exp_avg": 1}, {"param": param, "exp_avg": exp_avg}) == \
+        {"param": param, "exp_avg": exp_avg, "step": step}
+    handed = {"param": param, "step": "the loader's"}
+    assert _handed({"step": step}, handed) is handed  # a loader that hands step on is left alone
+    assert _handed({"exp_avg": 1}, {"param": param}) == {"param": param}  # no step to take: Megatron's KeyError stays
