@@ -57,3 +57,12 @@ def access_saturated(original, M):
     def wrapped(rank_sharding):
         return original(rank_sharding).clamp(max=1)
     return wrapped
+
+
+def dp_cp_group_without_cp(original, M):
+    @functools.wraps(original)
+    def group(*args, with_context_parallel=False, **kwargs):
+        # the DP x CP group asked for, the DP group given: replica ids (and anything else over dp_cp) ignore the
+        # context-parallel ranks, which hold the same parameters (invisible while CP is 1)
+        return original(*args, with_context_parallel=False, **kwargs)
+    return group
