@@ -38,6 +38,7 @@ Json model_dump_spec_to_json(const ModelDumpSpec& spec, std::int64_t rank) {
            {"mixer", c.ssm_mixer},
            {"gdp_householder", c.gdp_householder}};
   if (spec.model == ModelKind::hybrid) out["pattern"] = spec.pattern;
+  if (s.cp > 1) out["cp"] = s.cp;  // context parallelism (the adapter's default: 1)
   return out;
 }
 

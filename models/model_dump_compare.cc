@@ -63,8 +63,10 @@ std::string model_dump_flags(const ModelDumpSpec& s) {
   std::string out = s.model == ModelKind::gpt ? "--model gpt --layers " + std::to_string(s.layers)
                                               : "--model hybrid --pattern '" + s.pattern + "'";
   const std::tuple<const char*, std::int64_t, std::int64_t> sizes[] = {
-      {" --tp ", s.sizes.tp, 1},   {" --pp ", s.sizes.pp, 1},   {" --ep ", s.sizes.ep, 1},
-      {" --etp ", s.sizes.etp, 1}, {" --gtp ", s.sizes.gtp, 1}, {" --experts ", s.config.num_experts, 0}};
+      {" --tp ", s.sizes.tp, 1},   {" --pp ", s.sizes.pp, 1},
+      {" --ep ", s.sizes.ep, 1},   {" --etp ", s.sizes.etp, 1},
+      {" --gtp ", s.sizes.gtp, 1}, {" --dp ", s.sizes.dp, 1},
+      {" --cp ", s.sizes.cp, 1},   {" --experts ", s.config.num_experts, 0}};
   for (const auto& [flag, value, default_value] : sizes)
     if (value != default_value) out += flag + std::to_string(value);
   if (s.config.gated_mlp) out += " --gated";

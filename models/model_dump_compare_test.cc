@@ -235,5 +235,12 @@ TEST(ModelDumpCompare, RulesAreExpectedWhereTheirConfigurationHoldsThem) {
   EXPECT_EQ(expected_explanations(with_optimizer), std::vector{DumpExplanation::optimizer_common_state});
 }
 
+// A difference names the `model dump` flags that print it: a DP or CP size asked for is one of them.
+TEST(ModelDumpCompare, FlagsNameTheDpAndCpSizes) {
+  ModelDumpSpec spec{.model = ModelKind::hybrid, .pattern = "M-"};
+  spec.sizes.gtp = 2, spec.sizes.dp = 2, spec.sizes.cp = 2;
+  EXPECT_EQ(model_dump_flags(spec), "--model hybrid --pattern 'M-' --gtp 2 --dp 2 --cp 2");
+}
+
 }  // namespace
 }  // namespace ih

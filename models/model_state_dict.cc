@@ -47,27 +47,35 @@ bool expert_optimizer(const ModelDumpSpec& spec) {
 
 std::int64_t data_parallel_size(const RankLayout& sizes) {
   const std::int64_t experts = sizes.ep * sizes.etp;
-  return std::lcm(sizes.tp, experts) / sizes.tp;
+  return std::lcm(std::lcm(sizes.tp, experts) / sizes.tp, sizes.dp);
 }
 
-std::int64_t world_size(const RankLayout& sizes) { return sizes.gtp * sizes.tp * data_parallel_size(sizes) * sizes.pp; }
+std::int64_t world_size(const RankLayout& sizes) {
+  return sizes.gtp * sizes.tp * sizes.cp * data_parallel_size(sizes) * sizes.pp;
+}
 
 Result<RankLayout> rank_layout(const RankLayout& sizes, std::int64_t rank) {
-  for (const auto& [value, what] :
-       {std::pair{sizes.tp, "tp"}, {sizes.pp, "pp"}, {sizes.ep, "ep"}, {sizes.etp, "etp"}, {sizes.gtp, "gtp"}})
+  for (const auto& [value, what] : {std::pair{sizes.tp, "tp"},
+                                    {sizes.pp, "pp"},
+                                    {sizes.ep, "ep"},
+                                    {sizes.etp, "etp"},
+                                    {sizes.gtp, "gtp"},
+                                    {sizes.dp, "dp"},
+                                    {sizes.cp, "cp"}})
     IH_TRY_STATUS(require_positive(value, what));
   const std::int64_t world = world_size(sizes);
   if (rank < 0 || rank >= world)
     return bad("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world) +
-               " ranks (gtp x tp x dp x pp = " + std::to_string(sizes.gtp) + " x " + std::to_string(sizes.tp) + " x " +
-               std::to_string(data_parallel_size(sizes)) + " x " + std::to_string(sizes.pp) + ")");
+               " ranks (gtp x tp x cp x dp x pp = " + std::to_string(sizes.gtp) + " x " + std::to_string(sizes.tp) +
+               " x " + std::to_string(sizes.cp) + " x " + std::to_string(data_parallel_size(sizes)) + " x " +
+               std::to_string(sizes.pp) + ")");
   RankLayout out = sizes;
-  const std::int64_t dp = data_parallel_size(sizes);
+  const std::int64_t dp_cp = data_parallel_size(sizes) * sizes.cp;  // CP inside DP (Megatron's tp-cp-dp-pp)
   out.tp_rank = rank % sizes.tp;
   out.gtp_rank = (rank / sizes.tp) % sizes.gtp;
-  out.dp_rank = (rank / (sizes.tp * sizes.gtp)) % dp;
-  out.pp_rank = rank / (sizes.tp * sizes.gtp * dp);
-  const std::int64_t in_stage = rank % (sizes.tp * sizes.gtp * dp);  // the expert grid over the same ranks
+  out.dp_rank = (rank / (sizes.tp * sizes.gtp)) % dp_cp;
+  out.pp_rank = rank / (sizes.tp * sizes.gtp * dp_cp);
+  const std::int64_t in_stage = rank % (sizes.tp * sizes.gtp * dp_cp);  // the expert grid over the same ranks
   out.etp_rank = in_stage % sizes.etp;
   out.ep_rank = (in_stage / sizes.etp) % sizes.ep;
   out.expert_dp_rank = in_stage / (sizes.etp * sizes.ep);

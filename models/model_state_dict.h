@@ -34,13 +34,14 @@ struct ModelDumpSpec {
   OptimizerKind optimizer_kind = OptimizerKind::distributed;  // which optimizer (with `optimizer`)
 };
 
-/// Data-parallel size of the layout: the least that lets EP x ETP tile TP x DP (Megatron requires
-/// tp x dp to be a multiple of ep x etp).
+/// Data-parallel size of the layout: the least multiple of `sizes.dp` that lets EP x ETP tile TP x DP (Megatron
+/// requires tp x dp to be a multiple of ep x etp).
 std::int64_t data_parallel_size(const RankLayout& sizes);
-/// Ranks of the world: gtp x tp x dp x pp.
+/// Ranks of the world: gtp x tp x cp x dp x pp.
 std::int64_t world_size(const RankLayout& sizes);
-/// The coordinates of global `rank` in Megatron's order: rank = t + T*(g + G*(d + D*p)) (its default
-/// tp-cp-ep-dp-pp with CP 1 and the GTP axis injected after tp, `_inject_gtp_remat_axis`). Within a
+/// The coordinates of global `rank` in Megatron's order: rank = t + T*(g + G*(c + C*(d + D*p))) (its default
+/// tp-cp-ep-dp-pp with the GTP axis injected after tp, `_inject_gtp_remat_axis`); dp_rank is the DP x CP rank
+/// c + C*d, the one dense replica ids take (the CP ranks hold the same parameters). Within a
 /// pipeline stage, the expert grid orders etp, ep, then expert-dp over the same ranks (Megatron's
 /// expert order; its expert GTP size is 1 here).
 Result<RankLayout> rank_layout(const RankLayout& sizes, std::int64_t rank);

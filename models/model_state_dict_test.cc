@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "models/flat_state.h"
+
 namespace ih {
 namespace {
 
@@ -15,6 +19,57 @@ TEST(ModelDump, DataParallelSizeLetsExpertsTileTheRanks) {
   EXPECT_EQ(data_parallel_size({.tp = 4, .ep = 2}), 1);
   EXPECT_EQ(data_parallel_size({.tp = 2, .ep = 3, .etp = 2}), 3);
   EXPECT_EQ(world_size({.tp = 2, .pp = 2, .ep = 4, .gtp = 2}), 16);
+  // A DP size asked for: the least multiple of it that the expert grid allows.
+  EXPECT_EQ(data_parallel_size({.tp = 1, .dp = 2}), 2);
+  EXPECT_EQ(data_parallel_size({.tp = 1, .ep = 4, .dp = 2}), 4);
+  EXPECT_EQ(data_parallel_size({.tp = 2, .ep = 4, .dp = 3}), 6);
+  EXPECT_EQ(world_size({.tp = 1, .dp = 2, .gtp = 2}), 4);
+  EXPECT_FALSE(rank_layout({.dp = 0}, 0).ok());
+}
+
+TEST(ModelDump, ContextParallelRanksSitBetweenGtpAndDp) {
+  EXPECT_EQ(world_size({.tp = 2, .dp = 2, .cp = 2}), 8);
+  // rank = t + T*(g + G*(c + C*(d + D*p))); dp_rank is the DP x CP rank c + C*d (Megatron's dp_cp group).
+  auto r = rank_layout({.tp = 2, .pp = 2, .gtp = 2, .cp = 2}, 13);  // t 1, g 0, c 1, p 1
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->tp_rank, 1);
+  EXPECT_EQ(r->gtp_rank, 0);
+  EXPECT_EQ(r->dp_rank, 1);
+  EXPECT_EQ(r->pp_rank, 1);
+  EXPECT_FALSE(rank_layout({.cp = 0}, 0).ok());
+  ModelDumpSpec mamba{.model = ModelKind::hybrid, .pattern = "M-"};
+  mamba.sizes.tp = 4, mamba.sizes.cp = 4;  // 8 Mamba heads over TP x CP 16
+  EXPECT_NE(validate_model_dump(mamba, 0).error().message.find("mamba_heads by tp x cp"), std::string::npos);
+}
+
+// Spec: each chunk of the saved state has exactly one main replica in the world. Under GTP x DP the GTP ranks
+// hold different shards (each its own writer) and the DP replicas of one shard share it: one of them is main;
+// the CP ranks hold the same parameters, replicas like DP's.
+void expect_one_main_replica_per_chunk(const ModelDumpSpec& spec) {
+  std::map<std::pair<std::string, Shape>, int> mains, holders;
+  for (std::int64_t rank = 0; rank < world_size(spec.sizes); ++rank) {
+    auto dict = model_state_dict(spec, rank);
+    ASSERT_TRUE(dict.ok()) << dict.error().message;
+    for (const FlatEntry& e : flatten(StateNode(*dict)))
+      if (const auto* t = std::get_if<ShardedTensor>(&e.entry)) {
+        ++holders[{t->key, t->global_offset}];
+        mains[{t->key, t->global_offset}] += t->is_main_replica() ? 1 : 0;
+      }
+  }
+  ASSERT_FALSE(holders.empty());
+  for (const auto& [chunk, held] : holders) {
+    EXPECT_GE(held, 2) << chunk.first;  // every chunk is held by its DP replicas at least
+    EXPECT_EQ(mains[chunk], 1) << chunk.first << " [" << chunk.second.size() << " dims]";
+  }
+}
+
+TEST(ModelDump, GtpTimesDpAndCpWorldsHaveOneMainReplicaPerChunk) {
+  ModelDumpSpec gtp_dp{.model = ModelKind::hybrid, .pattern = "M*-"};
+  gtp_dp.sizes.gtp = 2, gtp_dp.sizes.dp = 2;
+  expect_one_main_replica_per_chunk(gtp_dp);
+  ModelDumpSpec cp{.model = ModelKind::hybrid, .pattern = "M-M-"};
+  cp.sizes.tp = 2, cp.sizes.cp = 2;
+  expect_one_main_replica_per_chunk(cp);
 }
 
 TEST(ModelDump, RankDecomposesTpInnermostThenDpThenPp) {

@@ -450,6 +450,7 @@ Status validate_layout(const ModelConfig& c, const RankLayout& l) {
 
 Status validate_mamba_layout(const ModelConfig& c, const RankLayout& l) {
   IH_TRY_STATUS(require_divides(l.tp, c.mamba_heads, "mamba_heads by tp"));
+  IH_TRY_STATUS(require_divides(l.tp * l.cp, c.mamba_heads, "mamba_heads by tp x cp"));  // MambaContextParallel's
   return require_divides(l.tp, c.mamba_groups, "mamba_groups by tp");
 }
 

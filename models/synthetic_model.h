@@ -48,11 +48,16 @@ struct RankLayout {
   std::int64_t pp = 1, pp_rank = 0;
   std::int64_t ep = 1, ep_rank = 0;
   std::int64_t etp = 1, etp_rank = 0;
-  std::int64_t dp_rank = 0;
+  /// Data-parallel size asked for (model_state_dict.h's data_parallel_size: the least multiple of it that the
+  /// expert grid allows); its rank in the replica ids.
+  std::int64_t dp = 1, dp_rank = 0;
   /// Data-parallel rank of the expert grid (Megatron's expert-dp group), in the experts' replica ids.
   std::int64_t expert_dp_rank = 0;
   /// GTP over the mixers' in_proj, and with ModelConfig::gtp_linears over every parallel linear.
   std::int64_t gtp = 1, gtp_rank = 0;
+  /// Context-parallel size: its ranks hold the same parameters (they split the sequence), so a CP rank is a
+  /// replica like a DP rank; with CP > 1 dp_rank counts the DP x CP group (Megatron's dp_cp rank, c + C d).
+  std::int64_t cp = 1;
 };
 
 /// Which distributed-optimizer states to emit next to the model entries (empty: none).

@@ -19,7 +19,8 @@ constexpr std::int64_t kMaxExperts = 1024;
 
 const char* const kSynopsis =
     "interop-harness model dump --model gpt|hybrid [--pattern P] [--layers N] [--tp T] [--pp P] [--ep E] "
-    "[--etp T] [--gtp G] [--experts E] [--gated] [--bias] [--tied] [--norm rms|layer] [--optimizer [--optimizer-kind "
+    "[--etp T] [--gtp G] [--dp D] [--cp C] [--experts E] [--gated] [--bias] [--tied] [--norm rms|layer] [--optimizer "
+    "[--optimizer-kind "
     "distributed|float16|fp32]] --rank R [--json] [--target reference|megatron] [--megatron-path DIR] [--mixer "
     "mamba|gdp]";
 
@@ -38,7 +39,8 @@ struct ModelOptions : GivenFlags {
   OptimizerKind optimizer_kind = OptimizerKind::distributed;
   Mixer mixer = Mixer::mamba;
   std::optional<std::string> pattern, target, megatron_path;
-  std::int64_t layers = ModelDumpSpec{}.layers, tp = 1, pp = 1, ep = 1, etp = 1, gtp = 1, experts = 0, rank = 0;
+  std::int64_t layers = ModelDumpSpec{}.layers, tp = 1, pp = 1, ep = 1, etp = 1, gtp = 1, dp = 1, cp = 1, experts = 0,
+               rank = 0;
   bool gated = false, bias = false, tied = false, optimizer = false, json = false;
 };
 
@@ -52,6 +54,9 @@ const std::vector<Flag<O>> kModelFlags = {
     {"ep", &O::ep, "expert-parallel size (default 1)", 1, kMaxParallel},
     {"etp", &O::etp, "expert-tensor-parallel size (default 1)", 1, kMaxParallel},
     {"gtp", &O::gtp, "generalized-tensor-parallel size over the mixers' in_proj (default 1)", 1, kMaxParallel},
+    {"dp", &O::dp, "data-parallel size (default 1; the world's is the least multiple of it that EP x ETP allows)", 1,
+     kMaxParallel},
+    {"cp", &O::cp, "context-parallel size (default 1; its ranks are replicas like DP's)", 1, kMaxParallel},
     {"experts", &O::experts, "MoE experts (default 0: dense MLP; a GPT with experts has MoE layers)", 0, kMaxExperts},
     {"gated", &O::gated, "SwiGLU (gated) MLPs"},
     {"bias", &O::bias, "biases on the linear layers (Megatron's add_bias_linear; default off)"},
@@ -101,7 +106,7 @@ int model_command(const std::vector<std::string>& argv) {
     return bad_input("--layers is for --model gpt (a hybrid model's layers are its --pattern)");
   spec.layers = args->layers;
   spec.sizes.tp = args->tp, spec.sizes.pp = args->pp, spec.sizes.ep = args->ep, spec.sizes.etp = args->etp,
-  spec.sizes.gtp = args->gtp;
+  spec.sizes.gtp = args->gtp, spec.sizes.dp = args->dp, spec.sizes.cp = args->cp;
   spec.config.num_experts = args->experts;
   spec.config.layer_norm = args->norm == Norm::layer;
   spec.config.gated_mlp = args->gated;

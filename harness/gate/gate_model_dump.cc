@@ -23,7 +23,7 @@ struct DumpConfig {
 };
 
 struct Knobs {
-  std::int64_t tp = 1, pp = 1, ep = 1, gtp = 1, experts = 0, layers = 2;
+  std::int64_t tp = 1, pp = 1, ep = 1, gtp = 1, experts = 0, layers = 2, dp = 1, cp = 1;
   bool gated = false, tied = false, layer_norm = false, optimizer = false, float16 = false, fp32 = false, gdp = false,
        bias = false;
 };
@@ -34,7 +34,8 @@ DumpConfig config(std::string name, ModelKind model, const std::string& pattern,
   spec.model = model;
   if (model == ModelKind::hybrid) spec.pattern = pattern;
   spec.layers = k.layers;
-  spec.sizes.tp = k.tp, spec.sizes.pp = k.pp, spec.sizes.ep = k.ep, spec.sizes.gtp = k.gtp;
+  spec.sizes.tp = k.tp, spec.sizes.pp = k.pp, spec.sizes.ep = k.ep, spec.sizes.gtp = k.gtp, spec.sizes.dp = k.dp;
+  spec.sizes.cp = k.cp;
   spec.optimizer = k.optimizer || k.float16 || k.fp32;
   if (k.float16) spec.optimizer_kind = OptimizerKind::float16;
   if (k.fp32) spec.optimizer_kind = OptimizerKind::fp32;
@@ -87,6 +88,11 @@ std::vector<DumpConfig> curated() {
       config("hybrid_gdp_tp2", M::hybrid, "M*-", {.tp = 2, .layer_norm = true, .gdp = true}, {0, 1}),
       config("hybrid_gdp_gtp2", M::hybrid, "M*-", {.gtp = 2, .gdp = true}, {0, 1}),
       config("hybrid_gdp_gtp2_tp2", M::hybrid, "M*-", {.tp = 2, .gtp = 2, .gdp = true}, {0, 1, 2, 3}),
+      // GTP x DP 2: each GTP shard's DP replicas, the reference deciding which one is main (d = 0).
+      config("hybrid_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gdp_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2, .gdp = true}, {0, 1, 2, 3}),
+      // CP 2 (no attention layer: the local attention refuses CP > 1): the CP ranks are replicas.
+      config("hybrid_cp2_tp2", M::hybrid, "M-M-", {.tp = 2, .cp = 2}, {0, 1, 2, 3}),
       config("hybrid_gdp_optimizer", M::hybrid, "M*E|M-", {.pp = 2, .experts = 4, .optimizer = true, .gdp = true},
              {0, 1}),
       // GTP with experts, pipe segments and virtual stages, the distributed optimizer; TP 4.

@@ -74,6 +74,10 @@ Result<WorldScenario> real_hybrid_hybrid_gdp_tp(WorldScenario s, WorldSizes size
 Result<WorldScenario> real_hybrid_hybrid_optimizer(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gtp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gdp_gtp(WorldScenario s, WorldSizes sizes);
+Result<WorldScenario> real_hybrid_hybrid_gtp_dp(WorldScenario s, WorldSizes sizes);
+Result<WorldScenario> real_hybrid_hybrid_gdp_gtp_dp(WorldScenario s, WorldSizes sizes);
+Result<WorldScenario> real_hybrid_hybrid_cp(WorldScenario s, WorldSizes sizes);
+Result<WorldScenario> real_gpt_hybrid_cp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gtp_tp2(WorldScenario s, WorldSizes sizes);
 
 }  // namespace builders

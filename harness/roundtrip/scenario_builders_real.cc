@@ -21,11 +21,11 @@ Result<WorldScenario> with_real_models(WorldScenario s, const ModelDumpSpec& sav
   s.pattern = load.pattern;
   s.gated = save.config.gated_mlp;
   s.optimizer = save.optimizer;
-  // The world of a real model is GTP x TP x DP x PP (EP and ETP tile the same ranks); the layout shows
+  // The world of a real model is GTP x TP x CP x DP x PP (EP and ETP tile the same ranks); the layout shows
   // EP beside DP where it divides DP (then DP = EP x the expert grid's DP), so its rank count is the world's.
   const auto layout = [](const ModelDumpSpec& m) {
     const std::int64_t dp = data_parallel_size(m.sizes), ep = dp % m.sizes.ep == 0 ? m.sizes.ep : 1;
-    return WorldLayout{m.sizes.tp, m.sizes.pp, ep, dp / ep, m.sizes.gtp};
+    return WorldLayout{m.sizes.tp, m.sizes.pp, ep, dp / ep, m.sizes.gtp, m.sizes.cp};
   };
   s.save = layout(save), s.load = layout(load);
   for (const ModelDumpSpec* m : {&save, &load})
@@ -106,6 +106,22 @@ RealModels gpt_gtp_models(WorldSizes sizes, bool swiglu, std::int64_t pad) {
 RealModels hybrid_gtp_models(WorldSizes sizes) {
   RealModels m = hybrid_to_hybrid(1, 1);
   m.save.sizes.gtp = sizes.save, m.load.sizes.gtp = sizes.load;
+  return m;
+}
+
+/// The hybrid M*-M*- at TP 1 x GTP 2 x DP = ranks / 2 on both sides (p = 16): each GTP shard has DP replicas,
+/// of which exactly one is main (spec: one main replica per chunk).
+RealModels hybrid_gtp_dp_models(WorldSizes sizes) {
+  RealModels m = hybrid_to_hybrid(1, 1);
+  m.save.sizes.gtp = m.load.sizes.gtp = 2;
+  m.save.sizes.dp = sizes.save / 2, m.load.sizes.dp = sizes.load / 2;
+  return m;
+}
+
+/// Both models at CP 2 x TP = ranks / 2.
+RealModels at_context_parallel_2(RealModels m, WorldSizes sizes) {
+  m.save.sizes.cp = m.load.sizes.cp = 2;
+  m.save.sizes.tp = m.save.sizes.etp = sizes.save / 2, m.load.sizes.tp = m.load.sizes.etp = sizes.load / 2;
   return m;
 }
 
@@ -201,6 +217,29 @@ Result<WorldScenario> real_hybrid_hybrid_gtp(WorldScenario s, WorldSizes sizes) 
 
 Result<WorldScenario> real_hybrid_hybrid_gdp_gtp(WorldScenario s, WorldSizes sizes) {
   return laid_out(std::move(s), with_gdp_mixers(hybrid_gtp_models(sizes)));
+}
+
+Result<WorldScenario> real_hybrid_hybrid_gtp_dp(WorldScenario s, WorldSizes sizes) {
+  if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need GTP 2");
+  return laid_out(std::move(s), hybrid_gtp_dp_models(sizes));
+}
+
+Result<WorldScenario> real_hybrid_hybrid_gdp_gtp_dp(WorldScenario s, WorldSizes sizes) {
+  if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need GTP 2");
+  return laid_out(std::move(s), with_gdp_mixers(hybrid_gtp_dp_models(sizes)));
+}
+
+// No attention layer: Megatron's local DotProductAttention refuses CP > 1 (TEDotProductAttention needs CUDA).
+Result<WorldScenario> real_hybrid_hybrid_cp(WorldScenario s, WorldSizes sizes) {
+  if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need CP 2");
+  RealModels m{real_model(ModelKind::hybrid, "M-M-", 1, 1), real_model(ModelKind::hybrid, "M-M-", 1, 1)};
+  return laid_out(std::move(s), at_context_parallel_2(std::move(m), sizes));
+}
+
+// With attention: NOT RUN where the factory's local spec cannot build CP > 1 (the adapter says why).
+Result<WorldScenario> real_gpt_hybrid_cp(WorldScenario s, WorldSizes sizes) {
+  if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need CP 2");
+  return laid_out(std::move(s), at_context_parallel_2(gpt_to_hybrid("M*-M*-", 1, 1, 1, 1), sizes));
 }
 
 // TP 2 x GTP = ranks / 2 at p = 32: the attention's linear_qkv (96 rows per TP rank) is padded to 128 under GTP 2.

@@ -94,6 +94,18 @@ constexpr ScenarioRow kScenarios[] = {
      "(retargeted by Megatron): every linear GTP-wrapped (no Mamba layer: a fresh in_proj under GTP is finding B); "
      "p = 16, none padded; saved by save_checkpoint, loaded by load_checkpoint (--tensor-parallel-num-weight-shards "
      "= G)"},
+    {"real_hybrid_hybrid_gtp_dp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_gtp_dp,
+     "Megatron's HybridModel M*-M*- at TP 1 x GTP 2 x DP = ranks / 2 on both sides (p = 16): each GTP shard's DP "
+     "replicas, exactly one of them its main replica (the writer), across a DP change"},
+    {"real_hybrid_hybrid_gdp_gtp_dp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_gdp_gtp_dp,
+     "Megatron's HybridModel M*-M*- with GatedDeltaProduct mixers at TP 1 x GTP 2 x DP = ranks / 2 on both sides "
+     "(p = 16): the gathered GDP in_proj and every GTP shard with DP replicas, one main replica each, DP change"},
+    {"real_hybrid_hybrid_cp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_cp,
+     "Megatron's HybridModel M-M- (Mamba and MLP layers, no attention) at CP 2 x TP = ranks / 2 on both sides: "
+     "the CP ranks hold replicas (replica ids over the DP x CP group), TP change"},
+    {"real_gpt_hybrid_cp", K::real_gpt_hybrid, kDist, InAll::yes, "", b::real_gpt_hybrid_cp,
+     "Megatron's GPTModel at CP 2 x TP = ranks / 2 -> HybridModel M*-M*- at CP 2 x TP = ranks / 2: attention under "
+     "context parallelism (NOT RUN where the factory's local attention cannot take CP > 1)"},
     // Megatron's own models where Megatron has a finding (`--scenario` and the gate's real tier).
     {"real_gpt_hybrid_gtp_swiglu", K::real_gpt_hybrid, kDist, InAll::no, "S", b::real_gpt_hybrid_gtp_swiglu,
      "Megatron's GPTModel at TP 1 saved at GTP = save ranks -> HybridModel *-*- loaded at GTP = load ranks "

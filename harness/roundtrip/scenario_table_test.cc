@@ -96,7 +96,11 @@ TEST(ScenarioTable, BuildersRefuseSizesTheirLayoutsCannotSplit) {
       {"real_gpt_hybrid_pp", "both worlds need PP=2"},
       {"real_gpt_hybrid_training_pp", "both worlds need PP=2"},
       {"real_hybrid_hybrid_gtp_tp2", "both worlds need TP 2"},
-      {"real_gpt_hybrid_moe_distributed_optimizer", "both worlds need EP >= 2"}};
+      {"real_gpt_hybrid_moe_distributed_optimizer", "both worlds need EP >= 2"},
+      {"real_hybrid_hybrid_gtp_dp", "both worlds need GTP 2"},
+      {"real_hybrid_hybrid_gdp_gtp_dp", "both worlds need GTP 2"},
+      {"real_hybrid_hybrid_cp", "both worlds need CP 2"},
+      {"real_gpt_hybrid_cp", "both worlds need CP 2"}};
   for (const auto& [name, why] : needs) {
     auto s = make_world_scenario(name, 1, 2);
     ASSERT_FALSE(s.ok()) << name;
@@ -106,6 +110,25 @@ TEST(ScenarioTable, BuildersRefuseSizesTheirLayoutsCannotSplit) {
   auto tp = make_world_scenario("gpt_hybrid_pp_tp", 2, 1);
   ASSERT_FALSE(tp.ok());
   EXPECT_NE(tp.error().message.find("the load world needs PP=2"), std::string::npos) << tp.error().message;
+}
+
+// The GTP x DP rows put DP replicas beside GTP 2 (4 ranks: GTP 2 x DP 2, 2 ranks: GTP 2 x DP 1); the CP rows
+// put every model at CP 2 (4 ranks: TP 2 x CP 2).
+TEST(ScenarioTable, GtpDpAndCpRowsLayOutTheirReplicas) {
+  for (const char* name : {"real_hybrid_hybrid_gtp_dp", "real_hybrid_hybrid_gdp_gtp_dp"}) {
+    auto s = make_world_scenario(name, 4, 2);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s->save.text(), "TP=1 PP=1 GTP=2 DP=2 (4 ranks)") << name;
+    EXPECT_EQ(s->load.text(), "TP=1 PP=1 GTP=2 (2 ranks)") << name;
+    EXPECT_EQ(data_parallel_size(s->real_save.sizes), 2) << name;
+  }
+  for (const char* name : {"real_hybrid_hybrid_cp", "real_gpt_hybrid_cp"}) {
+    auto s = make_world_scenario(name, 4, 2);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s->save.text(), "TP=2 PP=1 CP=2 (4 ranks)") << name;
+    EXPECT_EQ(s->load.text(), "TP=1 PP=1 CP=2 (2 ranks)") << name;
+    EXPECT_EQ(s->real_save.sizes.cp, 2) << name;
+  }
 }
 
 TEST(ScenarioTable, EveryListIsReadOffTheTableInItsOrder) {

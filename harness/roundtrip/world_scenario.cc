@@ -47,6 +47,7 @@ bool WorldScenario::distributed_optimizer() const {
 std::string WorldLayout::text() const {
   std::string s = "TP=" + std::to_string(tp) + " PP=" + std::to_string(pp);
   if (gtp > 1) s += " GTP=" + std::to_string(gtp);
+  if (cp > 1) s += " CP=" + std::to_string(cp);
   if (ep > 1) s += " EP=" + std::to_string(ep);
   if (dp > 1) s += " DP=" + std::to_string(dp);
   return s + " (" + std::to_string(ranks()) + (ranks() == 1 ? " rank)" : " ranks)");

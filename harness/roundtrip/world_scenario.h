@@ -20,11 +20,11 @@ namespace ih {
 
 /// One world's layout: world rank r = ((dp_rank * pp + pp_rank) * ep + ep_rank) * tp + tp_rank.
 /// Experts shard over ep with expert TP = tp; dense entries are replicated over ep x dp (their
-/// replica id's DP coordinate is dp_rank * ep + ep_rank), experts over dp. gtp > 1 only for a real
-/// model's world (kinds real_*), whose ranks the target's model decomposes (rank_layout does not).
+/// replica id's DP coordinate is dp_rank * ep + ep_rank), experts over dp. gtp > 1 and cp > 1 only for a
+/// real model's world (kinds real_*), whose ranks the target's model decomposes (rank_layout does not).
 struct WorldLayout {
-  std::int64_t tp = 1, pp = 1, ep = 1, dp = 1, gtp = 1;
-  std::int64_t ranks() const { return tp * gtp * pp * ep * dp; }
+  std::int64_t tp = 1, pp = 1, ep = 1, dp = 1, gtp = 1, cp = 1;
+  std::int64_t ranks() const { return tp * gtp * cp * pp * ep * dp; }
   std::string text() const;
   RankLayout rank_layout(std::int64_t world_rank) const;
 };

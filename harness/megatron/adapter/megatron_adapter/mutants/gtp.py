@@ -73,3 +73,13 @@ def gtp_inclusive_dp_replica(original, M):
             return parallel_state.get_expert_data_parallel_rank(with_gtp_remat=True)
         return parallel_state.get_data_parallel_rank(with_context_parallel=True, with_gtp_remat=True)
     return replica_rank
+
+
+def context_parallel_replica(original, M):
+    @functools.wraps(original)
+    def replica_rank(param, explicit_group=None):
+        from megatron.core import parallel_state
+        # the rank over the context-parallel group instead of the DP x CP group: 0 at CP 1, so every DP
+        # replica of a GTP shard claims to be its main replica (invisible while DP is 1)
+        return parallel_state.get_context_parallel_rank()
+    return replica_rank

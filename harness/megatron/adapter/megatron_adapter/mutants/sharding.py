@@ -57,3 +57,15 @@ def access_saturated(original, M):
     def wrapped(rank_sharding):
         return original(rank_sharding).clamp(max=1)
     return wrapped
+
+
+def dp_cp_group_without_cp(original, M):
+    @functools.wraps(original)
+    def group(with_context_parallel=False, with_gtp_remat=True, partial_data_parallel=False):
+        # the DP x CP group asked for, the DP group given: replica ids (and anything else over dp_cp) ignore the
+        # context-parallel ranks, which hold the same parameters (invisible while CP is 1); the partial DP group
+        # (which parallel_state requires to include CP) is left as it is
+        if partial_data_parallel:
+            return original(with_context_parallel, with_gtp_remat, partial_data_parallel)
+        return original(False, with_gtp_remat, False)
+    return group

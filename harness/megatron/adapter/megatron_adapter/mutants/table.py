@@ -203,6 +203,17 @@ MUTANTS_TABLE = (
            "0 marks its distinct shard a secondary replica, so no rank saves it",
            (Patch(GTP_API, gtp.gtp_inclusive_dp_replica),
             Patch(GTP_IMPL + ":gtp_replica_rank", gtp.gtp_inclusive_dp_replica))),
+    Mutant("gtp_replica_rank_context_parallel", None, "GTP-sharded weights take their replica id from the "
+           "context-parallel rank instead of the DP x CP rank (gtp_remat excluded): at CP 1 every DP replica of a "
+           "GTP shard marks itself main, so each shard has DP main replicas (a slip only DP > 1 shows)",
+           (Patch(GTP_API, gtp.context_parallel_replica),
+            Patch(GTP_IMPL + ":gtp_replica_rank", gtp.context_parallel_replica)),
+           phase="save"),
+    Mutant("dp_cp_group_without_cp", None, "parallel_state's data-parallel group asked with context parallelism "
+           "answers the DP group without it: every replica id over dp_cp ignores the CP ranks, so at CP > 1 each "
+           "CP rank marks its replicated parameters main (a slip only CP > 1 shows)",
+           (Patch("megatron.core.parallel_state:get_data_parallel_group", sharding.dp_cp_group_without_cp),),
+           phase="save"),
     # the round trip's own (roundtrip --mutant; docs/roundtrip.md): not served by the adapter
     Mutant("reverse_gpt_layers", None, "gpt_compatible_layer_maps numbers GPT layers in reverse (hybrid layer "
            "mapped to GPT layer L-1-i): keys and shapes still match, data does not",

@@ -24,7 +24,7 @@ def model_dump(ctx, req):
         raise BadRequest(f"model_dump: mixer must be mamba or gdp, got {mixer!r}")
     if not isinstance(householder, int) or householder < 1:
         raise BadRequest(f"model_dump: gdp_householder must be an integer of at least 1, got {householder!r}")
-    size = int(req["gtp"]) * int(req["tp"]) * int(req["dp"]) * int(req["pp"])
+    size = int(req["gtp"]) * int(req["tp"]) * int(factory.field(req, "cp")) * int(req["dp"]) * int(req["pp"])
     if not 1 <= size <= MAX_RANKS:
         raise Unsupported(f"model_dump: a world of {size} ranks (at most {MAX_RANKS} here)")
     kind = req.get("optimizer_kind", "distributed")

@@ -16,7 +16,7 @@ class MegatronRefused(Exception):
 
 
 # Request fields added after the first clients, with the value a request without them means.
-DEFAULTS = {"mixer": "mamba", "gdp_householder": 3}
+DEFAULTS = {"mixer": "mamba", "gdp_householder": 3, "cp": 1}
 
 
 def field(req, name):
@@ -58,7 +58,7 @@ def transformer_config(M, req):
         add_bias_linear=bool(req["add_bias"]),
         normalization="LayerNorm" if req["norm"] == "layer" else "RMSNorm",
         tensor_model_parallel_size=int(req["tp"]), pipeline_model_parallel_size=int(req["pp"]),
-        gtp_weight_remat_size=int(req["gtp"]),
+        context_parallel_size=int(field(req, "cp")), gtp_weight_remat_size=int(req["gtp"]),
         expert_model_parallel_size=int(req["ep"]), expert_tensor_parallel_size=int(req["etp"]),
         # CPU: parameters allocated on the host, no initialisation (no CUDA RNG tracker needed).
         use_cpu_initialization=True, perform_initialization=False, params_dtype=M.torch.float32,
@@ -179,6 +179,13 @@ def require_buildable(req):
     import importlib.util
     if field(req, "mixer") == "gdp" and importlib.util.find_spec("megatron.core.ssm.gated_delta_product") is None:
         raise UnsupportedConfig("GDP mixers need megatron.core.ssm.gated_delta_product, not in this Megatron")
+    attention = req["model"] == "gpt" or "*" in req["pattern"].split("/")[0]
+    if int(field(req, "cp")) > 1 and attention:
+        # Megatron's local DotProductAttention asserts "Context parallelism is only supported by
+        # TEDotProductAttention!", and Transformer Engine's attention needs CUDA.
+        raise UnsupportedConfig("context parallelism (CP > 1) with attention layers: the factory's local "
+                                "(no Transformer Engine) DotProductAttention refuses CP > 1 (\"Context parallelism "
+                                "is only supported by TEDotProductAttention!\") and TEDotProductAttention needs CUDA")
     other = sorted(set(req["pattern"].split("/")[0]) - set("M*-E|")) if req["model"] == "hybrid" else []
     if other:
         raise UnsupportedConfig(f"the real-model factory's local hybrid spec has no layer for {', '.join(other)} "
@@ -198,6 +205,7 @@ def init_parallel_state(req):
     update_gtp_config(pad_for_alignment=int(req["pad_alignment"]))
     ps.initialize_model_parallel(tensor_model_parallel_size=int(req["tp"]), gtp_remat_size=int(req["gtp"]),
                                  pipeline_model_parallel_size=int(req["pp"]),
+                                 context_parallel_size=int(field(req, "cp")),
                                  virtual_pipeline_model_parallel_size=virtual_stages(req),
                                  expert_model_parallel_size=int(req["ep"]),
                                  expert_tensor_parallel_size=int(req["etp"]),

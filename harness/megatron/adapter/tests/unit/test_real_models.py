@@ -35,6 +35,15 @@ def test_a_layer_the_local_spec_has_not_is_unsupported():
     factory.require_buildable(dict(HYBRID, pattern="M*-E|M*-E"))
 
 
+def test_context_parallelism_with_attention_is_unsupported_and_without_it_builds():
+    assert factory.field({}, "cp") == 1
+    for req in (dict(GPT, cp=2), dict(HYBRID, pattern="M-M*", cp=2)):
+        with pytest.raises(factory.UnsupportedConfig, match="Context parallelism is only supported by TEDot"):
+            factory.require_buildable(req)
+    factory.require_buildable(dict(HYBRID, pattern="M-M-", cp=2))
+    factory.require_buildable(dict(GPT, cp=1))
+
+
 def _bucketed(*buffers):
     """A DistributedOptimizer stand-in whose gradient buffers hold buckets of (elements, of them unpadded)."""
     bucket = lambda n, u: types.SimpleNamespace(grad_data=types.SimpleNamespace(numel=lambda: n),  # noqa: E731
