@@ -137,8 +137,8 @@ std::vector<StoredRemap> swiglu_reference_remaps(const std::vector<Segment>& fil
   return out;
 }
 
-Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill, const std::vector<Segment>& reference,
-                                                  const Shape& row_tail,
+Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill,
+                                                  const std::vector<Segment>& reference, const Shape& row_tail,
                                                   const std::map<std::string, std::int64_t>& ids) {
   std::vector<StoredRemap> out;
   for (const Segment& f : fill)

@@ -69,8 +69,8 @@ std::vector<StoredRemap> swiglu_reference_remaps(const std::vector<Segment>& fil
 /// rows, not to Megatron's description. A fill row the reference does not store (a pad row) is remapped to
 /// kNoElement: a chunk holding it is wrong. description_disagrees
 /// when the reference stores rows under a key the save world does not write, or on other prepended axes.
-Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill, const std::vector<Segment>& reference,
-                                                  const Shape& row_tail,
+Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill,
+                                                  const std::vector<Segment>& reference, const Shape& row_tail,
                                                   const std::map<std::string, std::int64_t>& ids);
 
 /// The remaps as the plan writes them (stored_layout.json's "remaps"), and back.

@@ -140,8 +140,8 @@ ReadBackChunk in_proj_chunk(const std::string& key, std::int64_t source_id) {
 }
 
 TEST(StoredLayout, ASplitDescribedAsTheReferenceBuildsItNeedsNoRemap) {
-  const auto remaps = reference_remaps(in_proj_segments(kZxbcdt, false), in_proj_segments(kZxbcdt, true), {3},
-                                       kInProjIds);
+  const auto remaps =
+      reference_remaps(in_proj_segments(kZxbcdt, false), in_proj_segments(kZxbcdt, true), {3}, kInProjIds);
   ASSERT_TRUE(remaps.ok()) << remaps.error().message;
   EXPECT_TRUE(remaps->empty());
 }
@@ -155,9 +155,8 @@ TEST(StoredLayout, TradedSameShapedSplitChunksAreRemappedToTheReferencesChunks) 
                                          {"l.in_proj.weight.C", {2, 0}, {2, 3}, 3, {4, 3}, {2, 0}}};
   EXPECT_EQ(*remaps, want);
   // The traded tree stores each chunk with its own key's values: wrong against the reference, named.
-  const StoredVerdict v =
-      judge_stored_chunks({in_proj_chunk("l.in_proj.weight.B", 3), in_proj_chunk("l.in_proj.weight.C", 4)},
-                          in_proj_layout(*remaps));
+  const StoredVerdict v = judge_stored_chunks(
+      {in_proj_chunk("l.in_proj.weight.B", 3), in_proj_chunk("l.in_proj.weight.C", 4)}, in_proj_layout(*remaps));
   EXPECT_EQ(v.wrong, 12);
   ASSERT_FALSE(v.first_wrong.empty());
   EXPECT_EQ(v.first_wrong[0],
