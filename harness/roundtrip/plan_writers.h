@@ -48,6 +48,9 @@ class ScenarioPlanner {
   /// The segments of a tensor entry: the whole tensor, or a GTP-padded shard's real rows (none: all padding).
   Result<std::vector<Segment>> tensor_segments(Side side, std::int64_t rank, const ShardedTensor& t) const;
   Result<FactoryRows> factory_rows(Side side, std::int64_t rank, const ShardedTensorFactory& f) const;
+  /// A real split factory's rows as the reference stores them (real_reference_split_rows); nullopt otherwise.
+  Result<std::optional<std::vector<Segment>>> reference_split_rows(Side side, std::int64_t rank,
+                                                                   const ShardedTensorFactory& f) const;
   /// The key whose values an entry holds: a distributed optimizer's `param` state is the parameter itself.
   std::string source_key(const std::string& key) const;
 

@@ -166,4 +166,17 @@ Result<std::optional<std::vector<Segment>>> real_gtp_factory_rows(const ModelDum
   return Rows(gtp_window(unwrapped, padding, l.gtp_rank));
 }
 
+Result<std::optional<std::vector<Segment>>> real_reference_split_rows(const ModelDumpSpec& m, std::int64_t rank,
+                                                                      const ShardedTensorFactory& f) {
+  if (f.data) return Rows();
+  IH_TRY_ASSIGN(pieces, factory_segments(f));
+  if (pieces.empty()) return Rows();
+  IH_TRY_ASSIGN(l, rank_layout(m.sizes, rank));
+  IH_TRY_ASSIGN(reference, unwrapped_reference(m, l));
+  IH_TRY_ASSIGN(found, reference_factory(reference, f, pieces));
+  const auto& [ref, rows] = found;
+  if (!ref || !ref->builder || ref->builder->name() != "split") return Rows();
+  return Rows(rows);
+}
+
 }  // namespace ih

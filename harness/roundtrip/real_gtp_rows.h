@@ -34,4 +34,12 @@ Result<std::optional<std::vector<Segment>>> real_gtp_padded_rows(const ModelDump
 Result<std::optional<std::vector<Segment>>> real_gtp_factory_rows(const ModelDumpSpec& m, std::int64_t rank,
                                                                   const ShardedTensorFactory& f);
 
+/// A real model's split factory (a Mamba or GDP in_proj or conv1d, `_split_tensor_factory`, spec 4.3) laid out
+/// as the reference lays it out: the reference's factory of the same key and layer (GTP unwrapped: the split
+/// factories are over the TP-local rows) and its segments over the same local rows, which say under which chunk
+/// key and rows the reference stores each row. nullopt for any other factory, or where the reference has none of
+/// that key and layer (the description check names that).
+Result<std::optional<std::vector<Segment>>> real_reference_split_rows(const ModelDumpSpec& m, std::int64_t rank,
+                                                                      const ShardedTensorFactory& f);
+
 }  // namespace ih

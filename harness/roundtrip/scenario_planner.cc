@@ -92,6 +92,10 @@ Result<FactoryRows> ScenarioPlanner::factory_rows(Side side, std::int64_t r, con
   return FactoryRows{built, std::nullopt, false};
 }
 
+Result<Rows> ScenarioPlanner::reference_split_rows(Side side, std::int64_t r, const ShardedTensorFactory& f) const {
+  return s_->is_real() ? real_reference_split_rows(real_model(side), r, f) : Result<Rows>(Rows());
+}
+
 std::string ScenarioPlanner::source_key(const std::string& key) const {
   static const std::string kParamState = "optimizer.state.param.";
   return s_->distributed_optimizer() && key.starts_with(kParamState) ? key.substr(kParamState.size()) : key;

@@ -1,5 +1,6 @@
 #include "harness/roundtrip/stored_layout.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ih {
@@ -31,6 +32,14 @@ struct Expected {
   Shape shape, index;
 };
 
+/// The extent of `rows` rows on axis p: one along each prepended axis, the rows, then the row's own shape.
+Shape row_extent(std::size_t p, std::int64_t rows, const Shape& row_tail) {
+  Shape extent(p, 1);
+  extent.push_back(rows);
+  extent.insert(extent.end(), row_tail.begin(), row_tail.end());
+  return extent;
+}
+
 Expected expected_at(const Shape& index, const std::pair<std::int64_t, Shape>& own,
                      const std::vector<const StoredRemap*>& remaps) {
   for (const StoredRemap* m : remaps) {
@@ -38,6 +47,7 @@ Expected expected_at(const Shape& index, const std::pair<std::int64_t, Shape>& o
     for (std::size_t a = 0; inside && a < index.size(); ++a)
       inside = index[a] >= m->offset[a] && index[a] < m->offset[a] + m->extent[a];
     if (!inside) continue;
+    if (m->source_id == kNoElement) return {kNoElement, {}, {}};
     Shape source = m->source_offset;
     for (std::size_t a = 0; a < index.size(); ++a) source[a] += index[a] - m->offset[a];
     return {m->source_id, m->source_shape, source};
@@ -84,8 +94,15 @@ StoredVerdict judge_stored_chunks(const std::vector<ReadBackChunk>& chunks, cons
       Shape index = unravel(static_cast<std::int64_t>(e), c.sizes);
       for (std::size_t a = 0; a < index.size(); ++a) index[a] += c.offset[a];
       const Expected want = expected_at(index, own->second, remaps);
-      const double value = static_cast<double>((want.id << layout.encoding.key_shift) + ravel(want.index, want.shape));
       ++out.elements_checked;
+      if (want.id == kNoElement) {
+        ++out.wrong;
+        note(where + ": element " + index_text(index) + " holds " + held_text(c.values[e], layout, names) +
+                 ", a row the reference's layout does not store (padding)",
+             in_chunk);
+        continue;
+      }
+      const double value = static_cast<double>((want.id << layout.encoding.key_shift) + ravel(want.index, want.shape));
       if (c.values[e] == value) continue;
       ++out.wrong;
       note(where + ": element " + index_text(index) + " holds " + held_text(c.values[e], layout, names) +
@@ -117,6 +134,49 @@ std::vector<StoredRemap> swiglu_reference_remaps(const std::vector<Segment>& fil
     extent.insert(extent.end(), row_tail.begin(), row_tail.end());
     out.push_back({s.key, offset, extent, ids.at(s.key), s.global_shape, s.global_offset});
   }
+  return out;
+}
+
+Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill,
+                                                  const std::vector<Segment>& reference, const Shape& row_tail,
+                                                  const std::map<std::string, std::int64_t>& ids) {
+  std::vector<StoredRemap> out;
+  for (const Segment& f : fill)
+    for (const Segment& r : reference) {
+      const std::int64_t first = std::max(f.begin, r.begin), end = std::min(f.begin + f.rows, r.begin + r.rows);
+      if (first >= end) continue;
+      const auto p = static_cast<std::size_t>(r.prepend);
+      if (!ids.count(r.key) || !ids.count(f.key) || r.prepend != f.prepend ||
+          r.global_offset.size() != f.global_offset.size() || p >= r.global_offset.size())
+        return make_error(seam_kind::description_disagrees,
+                          "the reference stores local rows [" + std::to_string(first) + ", " + std::to_string(end) +
+                              ") as " + r.key + ", Megatron describes them as " + f.key +
+                              (ids.count(r.key) ? " on other axes" : ", and " + r.key + " is not saved"));
+      Shape described = f.global_offset, stored = r.global_offset;
+      described[p] += first - f.begin;
+      stored[p] += first - r.begin;
+      if (r.key == f.key && stored == described) continue;  // described where the reference puts it
+      out.push_back({r.key, stored, row_extent(p, end - first, row_tail), ids.at(f.key), f.global_shape, described});
+    }
+  for (const Segment& f : fill)  // described rows the reference stores nowhere (pad rows): no chunk may hold them
+    for (std::int64_t row = f.begin; row < f.begin + f.rows;) {
+      const Segment* holder = nullptr;
+      std::int64_t next = f.begin + f.rows;
+      for (const Segment& r : reference) {
+        if (row >= r.begin && row < r.begin + r.rows) holder = &r;
+        if (r.begin > row) next = std::min(next, r.begin);
+      }
+      if (holder) {
+        row = holder->begin + holder->rows;
+        continue;
+      }
+      const auto p = static_cast<std::size_t>(f.prepend);
+      Shape offset = f.global_offset;
+      if (p >= offset.size()) break;
+      offset[p] += row - f.begin;
+      out.push_back({f.key, offset, row_extent(p, next - row, row_tail), kNoElement, {}, {}});
+      row = next;
+    }
   return out;
 }
 

@@ -18,8 +18,12 @@
 
 namespace ih {
 
+/// A remap's source_id for rows the reference stores nowhere (pad rows): no stored chunk may hold them.
+inline constexpr std::int64_t kNoElement = 0;
+
 /// Elements offset + d (d < extent, per axis) of `key` must hold the values of `source_id`'s elements
-/// source_offset + d (the source key of global shape source_shape).
+/// source_offset + d (the source key of global shape source_shape); with source_id kNoElement, they must not be
+/// stored at all.
 struct StoredRemap {
   std::string key;
   Shape offset, extent;
@@ -58,6 +62,16 @@ StoredVerdict judge_stored_chunks(const std::vector<ReadBackChunk>& chunks, cons
 /// key's id and global shape; `row_tail` is the data's shape after its row axis.
 std::vector<StoredRemap> swiglu_reference_remaps(const std::vector<Segment>& fill, const Shape& row_tail,
                                                  const std::map<std::string, std::int64_t>& ids);
+
+/// Where the reference stores a factory's data rows when its own build of the same factory is known (`reference`:
+/// its segments over the same local rows, e.g. a Mamba or GDP in_proj split factory): the remaps of the rows whose
+/// described place (`fill`) is not the reference's, so the stored chunks are held to the reference's chunk names and
+/// rows, not to Megatron's description. A fill row the reference does not store (a pad row) is remapped to
+/// kNoElement: a chunk holding it is wrong. description_disagrees
+/// when the reference stores rows under a key the save world does not write, or on other prepended axes.
+Result<std::vector<StoredRemap>> reference_remaps(const std::vector<Segment>& fill,
+                                                  const std::vector<Segment>& reference, const Shape& row_tail,
+                                                  const std::map<std::string, std::int64_t>& ids);
 
 /// The remaps as the plan writes them (stored_layout.json's "remaps"), and back.
 json::Json remaps_json(const std::vector<StoredRemap>& remaps);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "models/gdp_layout.h"
+#include "models/split_factory.h"
+
 namespace ih {
 namespace {
 
@@ -96,6 +99,122 @@ TEST(StoredLayout, ReadsTheCatalogueWithAliasesAndTheChunks) {
       stored_chunks_from_json({{"chunks", {{{"key", "w"}, {"offset", {0}}, {"sizes", {3}}, {"values", {1, 2}}}}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("do not fill its sizes"), std::string::npos);
+}
+
+// The Mamba in_proj [z|x|B|C|dt] of TP rank 1 of 2, 3 columns: the reference's own layout (models/) against a
+// description that trades the same-shaped B and C chunks (save and load alike, so every chunk holds its own key).
+constexpr char kInProj[] = "l.in_proj.weight";
+const MambaDims kMamba{4, 2, 1};  // sections 4, 4, 2, 2, 1
+
+/// The segments of the in_proj's split factory: the reference's build over its data, or as Megatron describes
+/// it (no data: its built tensors' rows one after another) with the chunk names `names`.
+std::vector<Segment> in_proj_segments(const std::vector<std::string>& names, bool reference) {
+  SplitLayout layout = mamba_in_proj_layout(kMamba).value();
+  layout.names = names;
+  const std::int64_t rows = layout.total_rows().value();
+  auto data = reference ? std::optional(TensorValue::of_storage(7, {rows, 3})) : std::nullopt;
+  const ShardedTensor orig = tp_row_sharded(kInProj, rows, 3, 2, 1, {}, data).value();
+  return factory_segments(make_split_factory(orig, layout).value()).value();
+}
+
+const std::vector<std::string> kZxbcdt = {"z", "x", "B", "C", "dt"};
+const std::map<std::string, std::int64_t> kInProjIds = {{"l.in_proj.weight.z", 1},
+                                                        {"l.in_proj.weight.x", 2},
+                                                        {"l.in_proj.weight.B", 3},
+                                                        {"l.in_proj.weight.C", 4},
+                                                        {"l.in_proj.weight.dt", 5}};
+
+StoredLayout in_proj_layout(std::vector<StoredRemap> remaps) {
+  StoredLayout l;
+  l.encoding.key_shift = kShift;
+  l.keys = {{"l.in_proj.weight.B", {3, {4, 3}}}, {"l.in_proj.weight.C", {4, {4, 3}}}};
+  l.remaps = std::move(remaps);
+  return l;
+}
+
+/// Rank 1's stored chunk of `key` (rows [2, 4) of 4, 3 columns) holding key `source_id`'s same elements.
+ReadBackChunk in_proj_chunk(const std::string& key, std::int64_t source_id) {
+  ReadBackChunk c{key, {2, 0}, {2, 3}, {}};
+  for (std::int64_t e = 0; e < 6; ++e) c.values.push_back(value(source_id, 6 + e));
+  return c;
+}
+
+TEST(StoredLayout, ASplitDescribedAsTheReferenceBuildsItNeedsNoRemap) {
+  const auto remaps =
+      reference_remaps(in_proj_segments(kZxbcdt, false), in_proj_segments(kZxbcdt, true), {3}, kInProjIds);
+  ASSERT_TRUE(remaps.ok()) << remaps.error().message;
+  EXPECT_TRUE(remaps->empty());
+}
+
+TEST(StoredLayout, TradedSameShapedSplitChunksAreRemappedToTheReferencesChunks) {
+  const auto remaps = reference_remaps(in_proj_segments({"z", "x", "C", "B", "dt"}, false),
+                                       in_proj_segments(kZxbcdt, true), {3}, kInProjIds);
+  ASSERT_TRUE(remaps.ok()) << remaps.error().message;
+  // Local rows 8, 9 (B's) are described as C's rows 2, 3: the reference stores them as B's rows 2, 3.
+  const std::vector<StoredRemap> want = {{"l.in_proj.weight.B", {2, 0}, {2, 3}, 4, {4, 3}, {2, 0}},
+                                         {"l.in_proj.weight.C", {2, 0}, {2, 3}, 3, {4, 3}, {2, 0}}};
+  EXPECT_EQ(*remaps, want);
+  // The traded tree stores each chunk with its own key's values: wrong against the reference, named.
+  const StoredVerdict v = judge_stored_chunks(
+      {in_proj_chunk("l.in_proj.weight.B", 3), in_proj_chunk("l.in_proj.weight.C", 4)}, in_proj_layout(*remaps));
+  EXPECT_EQ(v.wrong, 12);
+  ASSERT_FALSE(v.first_wrong.empty());
+  EXPECT_EQ(v.first_wrong[0],
+            "l.in_proj.weight.B chunk at [2, 0] of [2, 3]: element [2, 0] holds l.in_proj.weight.B[2, 0], the "
+            "reference's layout puts l.in_proj.weight.C[2, 0] there");
+  // The rows stored where the reference puts them pass.
+  EXPECT_EQ(judge_stored_chunks({in_proj_chunk("l.in_proj.weight.B", 4), in_proj_chunk("l.in_proj.weight.C", 3)},
+                                in_proj_layout(*remaps))
+                .wrong,
+            0);
+}
+
+TEST(StoredLayout, ASplitChunkTheSaveDoesNotWriteIsADescriptionDisagreement) {
+  std::map<std::string, std::int64_t> ids = kInProjIds;
+  ids.erase("l.in_proj.weight.dt");
+  std::vector<Segment> fill = in_proj_segments(kZxbcdt, false);
+  fill.back().key = "l.in_proj.weight.z";
+  const auto remaps = reference_remaps(fill, in_proj_segments(kZxbcdt, true), {3}, ids);
+  ASSERT_FALSE(remaps.ok());
+  EXPECT_EQ(remaps.error().kind, seam_kind::description_disagrees);
+  EXPECT_NE(remaps.error().message.find("l.in_proj.weight.dt is not saved"), std::string::npos);
+}
+
+TEST(StoredLayout, APadRowStoredIsWrong) {
+  // GTP rank 1 of 2's shard of a gathered Mamba in_proj at TP 1 (13 rows, p = 4: R = 8, 3 pad rows): the
+  // reference's gathered segments leave the pad rows to no chunk; a description that stores them as more rows
+  // of dt is remapped to no element there.
+  GtpFactoryParams params;
+  params.key = kInProj, params.layout = mamba_in_proj_layout(kMamba).value();
+  params.gtp_size = 2, params.gtp_rank = 1, params.pad_alignment = 4, params.cols = 3, params.dtype = "float32";
+  params.mixer = GtpMixer::mamba;
+  const GatheredShard g = gathered_shard(params).value();
+  ASSERT_EQ(g.shard.back().key, "l.in_proj.weight.dt");
+  const std::int64_t real_end = g.shard.back().begin + g.shard.back().rows, pad = g.shard_shape[0] - real_end;
+  ASSERT_EQ(pad, 3);
+  std::vector<Segment> fill = g.shard;
+  fill.back().rows += pad;
+  fill.back().global_shape[0] += pad;
+  const auto remaps = reference_remaps(fill, g.shard, {3}, kInProjIds);
+  ASSERT_TRUE(remaps.ok()) << remaps.error().message;
+  const Shape dt_rows = g.shard.back().global_shape;
+  const std::vector<StoredRemap> want = {{"l.in_proj.weight.dt", {dt_rows[0], 0}, {3, 3}, kNoElement, {}, {}}};
+  EXPECT_EQ(*remaps, want);
+  StoredLayout layout;
+  layout.encoding.key_shift = kShift;
+  layout.keys["l.in_proj.weight.dt"] = {5, fill.back().global_shape};
+  layout.remaps = *remaps;
+  ReadBackChunk padded{"l.in_proj.weight.dt", {0, 0}, fill.back().global_shape, {}};
+  for (std::int64_t e = 0; e < numel(padded.sizes); ++e) padded.values.push_back(value(5, e));
+  const StoredVerdict v = judge_stored_chunks({padded}, layout);
+  EXPECT_EQ(v.wrong, 9);
+  ASSERT_FALSE(v.first_wrong.empty());
+  EXPECT_NE(v.first_wrong[0].find("a row the reference's layout does not store (padding)"), std::string::npos)
+      << v.first_wrong[0];
+  // Without the pad rows the same chunk passes.
+  padded.sizes = dt_rows;
+  padded.values.resize(static_cast<std::size_t>(numel(dt_rows)));
+  EXPECT_EQ(judge_stored_chunks({padded}, layout).wrong, 0);
 }
 
 }  // namespace

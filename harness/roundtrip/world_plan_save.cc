@@ -16,6 +16,8 @@ struct SaveWriters {
   std::map<Chunk, std::set<std::int64_t>> holders;
   /// Rows of the saved keys the reference lays out otherwise than the real model's description (stored_layout.h).
   std::vector<StoredRemap> remaps;
+  /// The id whose values each saved key holds, a distributed optimizer's `param` states' included (the remaps').
+  std::map<std::string, std::int64_t> ids;
 };
 
 /// What one save rank fills: per path its segments (fill), the paths whose segments fill the model's parameter (a
@@ -57,10 +59,19 @@ Status plan_saved_factory(const ScenarioPlanner& planner, const SavedKeys& saved
   IH_TRY_ASSIGN(main, factory_is_main(f));
   if (main)
     for (const Segment& seg : chunks) writers.main_replicas[{seg.key, seg.global_offset}].push_back(r);
-  if (main && !f.data && !rows.gtp_param && !rows.gtp_window) {  // a real factory laid out as described
+  // A real factory laid out as described: its rows are remapped where the reference stores them otherwise (its
+  // split factories against the reference's build of the same factory, a SwiGLU fc1 by its halves).
+  if (main && !f.data && !rows.gtp_param && !rows.gtp_window) {
     IH_TRY_ASSIGN(local, factory_local_shape(f));
     const Shape row_tail(local.empty() ? local.end() : local.begin() + 1, local.end());
-    for (StoredRemap& m : swiglu_reference_remaps(rows.segments, row_tail, saved.ids))
+    IH_TRY_ASSIGN(reference, planner.reference_split_rows(Side::save, r, f));
+    std::vector<StoredRemap> remaps = swiglu_reference_remaps(rows.segments, row_tail, writers.ids);
+    if (reference) {
+      auto split = reference_remaps(rows.segments, *reference, row_tail, writers.ids);
+      if (!split.ok()) return split.error().with_context("factory " + f.key + " of save rank " + std::to_string(r));
+      remaps = std::move(split).value();
+    }
+    for (StoredRemap& m : remaps)
       if (std::find(writers.remaps.begin(), writers.remaps.end(), m) == writers.remaps.end())
         writers.remaps.push_back(std::move(m));
   }
@@ -89,6 +100,10 @@ Result<Json> write_save_ranks(const ScenarioPlanner& planner, const SavedKeys& s
                               const std::filesystem::path& dir) {
   const WorldScenario& s = planner.scenario();
   SaveWriters writers;
+  for (const auto& [key, shape] : saved.shapes) {
+    IH_TRY_ASSIGN(id, saved.id_of(planner, key));
+    writers.ids[key] = id;
+  }
   for (std::size_t i = 0; i < save_entries.size(); ++i) {
     const auto r = static_cast<std::int64_t>(i);
     IH_TRY_ASSIGN(plan, save_rank_plan(planner, saved, r, save_entries[i], writers));
