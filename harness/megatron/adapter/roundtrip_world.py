@@ -82,7 +82,7 @@ def join_world(world, M, device):
     from megatron_adapter import mutants
     from megatron_adapter.codec import Codec
     args, res, torch = world.args, world.result, M.torch
-    if args.mutant and world.phase == mutants.phase_of(args.mutant):
+    if args.mutant and mutants.planted_in(args.mutant, world.phase):
         mutants.apply_in_world(args.mutant, M)
         res["mutant"] = args.mutant
     world.attach(M, Codec(M), device)

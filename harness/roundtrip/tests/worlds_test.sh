@@ -6,7 +6,8 @@
 # the real-model round trips (--real: Megatron's own GPTModel and HybridModel) and a layer swap in them;
 # the training load path (load_checkpoint) with its GPT -> hybrid setup skipped; the DistributedOptimizer's
 # model-space save under a save-side mutant (its gather keeps the bucket padding), and its load_state_dict past
-# finding F under a load-side mutant (its model-space loader swaps the moments).
+# finding F under a load-side mutant (its model-space loader swaps the moments); a self-consistent format change
+# (the Mamba in_proj's B and C chunk names traded in save and load alike) that only the stored bytes show.
 # Usage: worlds_test.sh BINARY CASE (exit 77: skipped, the case cannot run here)
 set -uo pipefail
 bin=$1
@@ -39,6 +40,9 @@ case "$case_name" in
   real_distributed_optimizer_load_mutant)
     args=(--real --scenario real_gpt_hybrid_distributed_optimizer --save-ranks 2 --load-ranks 1 --keep "$keep" --json
           --mutant distributed_optimizer_load_moments_swapped) ;;
+  real_stored_layout_mutant)
+    args=(--real --scenario real_hybrid_hybrid_tp --save-ranks 2 --load-ranks 1 --keep "$keep" --json
+          --mutant split_names_traded) ;;
   *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 "$bin" roundtrip "${args[@]}" >"$out" 2>"$err"
@@ -122,6 +126,12 @@ case "$case_name" in
     echo "$all" | grep -Eq 'rank 0: optimizer\.' && fail "what Megatron's load returned was counted wrong: the mutant is in load_state_dict"
     echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
       fail "finding F's refusal (the unshimmed load) is not reported" ;;
+  real_stored_layout_mutant)  # a self-consistent format change: only the stored bytes can tell
+    grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
+    echo "$all" | grep -q 'HARNESS ERROR' && fail "the traded chunks were blamed on the harness"
+    echo "$all" | grep -Eq 'rank 0: [a-z_.0-9]+\[' && fail "a loaded element was counted wrong: the change reads back alike"
+    echo "$all" | grep -Eq 'mixer\.(in_proj|conv1d)\.weight\.(B|C) chunk at \[[0-9, ]+\] of \[[0-9, ]+\]: element \[[0-9, ]+\] holds [^ ]*\.weight\.(B|C)\[[0-9, ]+\], the reference.s layout puts [^ ]*\.weight\.(B|C)' ||
+      fail "no stored in_proj or conv1d chunk named with the element the reference's layout puts there" ;;
   truncate)
     echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"

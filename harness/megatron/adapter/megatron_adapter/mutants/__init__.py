@@ -55,9 +55,11 @@ def describe(M=None):
     return out
 
 
-def phase_of(name):
-    """The round-trip world a mutant is planted in: "save" or "load"."""
-    return BY_NAME[name].phase if name in BY_NAME else "load"
+def planted_in(name, phase):
+    """Whether the round-trip world of `phase` ("save" or "load") plants the mutant `name`: its own phase, or both
+    for a change that writes and reads alike (a self-consistent format change)."""
+    planted = BY_NAME[name].phase if name in BY_NAME else "load"
+    return planted in (phase, "both")
 
 
 def apply(name, M):

@@ -52,6 +52,17 @@ def split_no_tp_offset(original, M):
     return wrapped
 
 
+def split_names_traded(original, M):
+    @functools.wraps(original)
+    def wrapped(orig_sh_ten, split_sections, split_names, split_dim):
+        names, sections = list(split_names), list(split_sections)
+        if "B" in names and "C" in names and sections[names.index("B")] == sections[names.index("C")]:
+            b, c = names.index("B"), names.index("C")
+            names[b], names[c] = names[c], names[b]
+        return original(orig_sh_ten, split_sections, names, split_dim)
+    return wrapped
+
+
 def access_saturated(original, M):
     @functools.wraps(original)
     def wrapped(rank_sharding):

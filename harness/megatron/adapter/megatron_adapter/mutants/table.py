@@ -20,7 +20,8 @@ Patch = collections.namedtuple("Patch", "target make")
 # `tier`: "real" for a mutant of model or training code that only the real tier reaches (Megatron's own models,
 # their round trips): the campaign runs the gate's real round trips for it (they cost minutes).
 # `phase`: the round-trip world it is planted in (roundtrip_world.py --phase): "load" (the default: the loading
-# run's Megatron), or "save" for a bug of what a save writes.
+# run's Megatron), "save" for a bug of what a save writes, or "both" for a format change that writes and reads
+# alike (self-consistent: only the stored bytes, or a cross-version round trip, can tell).
 # `scope`: "adapter" (served by the adapter: its mutants op, --mutant, and the round-trip worlds) or "roundtrip"
 # (the round trip's own, planted only in its worlds: roundtrip --mutant).
 # `shared`: for patches that share a state, what makes it, afresh each time the mutant is planted.
@@ -103,6 +104,11 @@ MUTANTS_TABLE = (
     Mutant("split_drop_tp_offset", 1, "the split factory's chunks lose the TP rank offset (t*s_j): every "
            "TP rank writes its chunk at offset 0",
            (Patch(SSM_UTILS + ":_split_tensor_factory", sharding.split_no_tp_offset),)),
+    Mutant("split_names_traded", None, "the split factory trades the names of two same-sized chunks (the Mamba "
+           "in_proj's B and C) in save and load alike: self-consistent, so the model loads right while every stored "
+           "B row sits under C's key and back (only the stored bytes or a cross-version round trip can tell)",
+           (Patch(SSM_UTILS + ":_split_tensor_factory", sharding.split_names_traded),), phase="both",
+           scope="roundtrip"),
     Mutant("gdp_split_drop_tp_offset", 1, "the GatedDeltaProduct mixer's own split factory (a copy of ssm.utils') "
            "loses the TP rank offset: every TP rank writes its [z|V|K|Q|b|a] chunks at offset 0",
            (Patch(GDP + ":_split_tensor_factory", sharding.split_no_tp_offset),)),

@@ -12,14 +12,18 @@ def test_names_are_unique_and_the_round_trips_own_are_not_served():
     names = [m.name for m in mutants.MUTANTS_TABLE]
     assert len(names) == len(set(names))
     own = {m.name for m in mutants.MUTANTS_TABLE if m.scope == "roundtrip"}
-    assert own == {"reverse_gpt_layers", "swiglu_halves_swapped"}
+    assert own == {"reverse_gpt_layers", "swiglu_halves_swapped", "split_names_traded"}
     assert all(name not in mutants.MUTANTS for name in own) and "maps_accept_mixed" in mutants.MUTANTS
     assert {row["name"] for row in mutants.describe()} == set(names) - own
 
 
 def test_each_mutant_is_planted_in_its_phase():
-    assert mutants.phase_of("distributed_optimizer_gather_keeps_bucket_padding") == "save"
-    assert mutants.phase_of("reverse_gpt_layers") == "load" and mutants.phase_of("no_such_mutant") == "load"
+    saved = "distributed_optimizer_gather_keeps_bucket_padding"
+    assert mutants.planted_in(saved, "save") and not mutants.planted_in(saved, "load")
+    assert mutants.planted_in("reverse_gpt_layers", "load") and not mutants.planted_in("reverse_gpt_layers", "save")
+    assert mutants.planted_in("no_such_mutant", "load") and not mutants.planted_in("no_such_mutant", "save")
+    # a self-consistent format change is written and read alike: planted in both worlds
+    assert mutants.planted_in("split_names_traded", "save") and mutants.planted_in("split_names_traded", "load")
 
 
 def test_an_unknown_mutant_in_a_world_names_the_round_trips_own():
