@@ -65,11 +65,13 @@ Status plan_saved_factory(const ScenarioPlanner& planner, const SavedKeys& saved
     IH_TRY_ASSIGN(local, factory_local_shape(f));
     const Shape row_tail(local.empty() ? local.end() : local.begin() + 1, local.end());
     IH_TRY_ASSIGN(reference, planner.reference_split_rows(Side::save, r, f));
-    std::vector<StoredRemap> remaps = swiglu_reference_remaps(rows.segments, row_tail, writers.ids);
+    std::vector<StoredRemap> remaps;
     if (reference) {
       auto split = reference_remaps(rows.segments, *reference, row_tail, writers.ids);
       if (!split.ok()) return split.error().with_context("factory " + f.key + " of save rank " + std::to_string(r));
       remaps = std::move(split).value();
+    } else {
+      remaps = swiglu_reference_remaps(rows.segments, row_tail, writers.ids);
     }
     for (StoredRemap& m : remaps)
       if (std::find(writers.remaps.begin(), writers.remaps.end(), m) == writers.remaps.end())
