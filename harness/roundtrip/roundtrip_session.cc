@@ -85,14 +85,7 @@ Result<RealModelEntries> describe_real_scenarios(Groups& g, const std::optional<
   BuildableRealScenarios split = buildable_real_scenarios(
       std::move(g.real),
       [d = describer.get()](const ModelDumpSpec& spec, std::int64_t rank) { return d->model_state_dict(spec, rank); });
-  for (auto& [name, why] : split.not_run) {
-    o.progress("NOT RUN " + name + ": " + why);
-    report.not_run.emplace_back(std::move(name), std::move(why));
-  }
-  for (ScenarioOutcome& u : split.undescribed) {
-    u.device = o.device;
-    report.scenarios.push_back(std::move(u));
-  }
+  report_unbuildable(split, o, report);
   g.real = std::move(split.runnable);
   return split.describe;
 }
@@ -116,14 +109,7 @@ Result<LayoutDifferences> compare_load_tree(Groups& g, const RealModelEntries& s
   BuildableRealScenarios split = buildable_real_scenarios(
       std::move(g.real),
       [d = describer.get()](const ModelDumpSpec& spec, std::int64_t rank) { return d->model_state_dict(spec, rank); });
-  for (auto& [name, why] : split.not_run) {
-    o.progress("NOT RUN " + name + ": the load tree: " + why);
-    report.not_run.emplace_back(name, "the load tree: " + why);
-  }
-  for (ScenarioOutcome& u : split.undescribed) {
-    u.device = o.device;
-    report.scenarios.push_back(std::move(u));
-  }
+  report_unbuildable(split, o, report, "the load tree: ");
   LayoutDifferences differences;
   for (WorldScenario& s : split.runnable) {
     std::optional<DescriptionDifference> diff;
@@ -162,7 +148,15 @@ void report_layout_differences(const LayoutDifferences& differences, WorldRunRep
   }
 }
 
-/// Runs each group in its own pair of worlds, on its own Megatron, in its own folder under the work folder.
+/// Whether the real scenarios are planned in their own worlds (world_handshake.h) rather than from a describer: not
+/// in a cross-version session (both trees describe the same models, which its worlds never build on both), nor with
+/// a mutant (the worlds plant it before any build, and a mutant must not shape its own plan).
+bool plans_in_worlds(const RoundTripSessionOptions& options) {
+  return !options.load_megatron_path && !options.worlds.mutant;
+}
+
+/// Runs each group in its own pair of worlds, on its own Megatron, in its own folder under the work folder; the real
+/// scenarios from `describe`, or planned in their worlds where it is unset.
 Status run_groups(Groups& g, const std::optional<std::string>& checkout,
                   const std::optional<std::string>& load_checkout, const RealModelEntries& describe,
                   const WorldRunOptions& worlds, WorldRunReport& report) {
@@ -174,7 +168,7 @@ Status run_groups(Groups& g, const std::optional<std::string>& checkout,
       worlds.progress("GTP scenarios on " + checkout_text(checkout));
     } else if (group == &g.real) {
       o.megatron_path = checkout, o.work = worlds.work / "real", o.real_entries = describe;
-      o.load_megatron_path = load_checkout;
+      o.load_megatron_path = load_checkout, o.plan_in_worlds = !describe;
       worlds.progress("real-model scenarios on " + checkout_text(checkout));
     } else {
       o.work = worlds.work / "gpt";
@@ -196,7 +190,7 @@ Result<WorldRunReport> run_roundtrip_session(std::vector<WorldScenario> scenario
   RealModelEntries describe;
   const bool any_real = !g.real.empty();
   LayoutDifferences differences;
-  if (any_real) {
+  if (any_real && !plans_in_worlds(options)) {
     IH_TRY_ASSIGN(described, describe_real_scenarios(g, checkout, options, describer, report));
     describe = std::move(described);
     if (options.load_megatron_path && !g.real.empty()) {
@@ -246,6 +240,18 @@ BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scena
     }
   }
   return out;
+}
+
+void report_unbuildable(BuildableRealScenarios& split, const WorldRunOptions& o, WorldRunReport& report,
+                        const std::string& prefix) {
+  for (auto& [name, why] : split.not_run) {
+    o.progress("NOT RUN " + name + ": " + prefix + why);
+    report.not_run.emplace_back(std::move(name), prefix + why);
+  }
+  for (ScenarioOutcome& u : split.undescribed) {
+    u.device = o.device;
+    report.scenarios.push_back(std::move(u));
+  }
 }
 
 Result<WorkFolder> WorkFolder::make(const std::optional<std::string>& keep, const std::string& prefix) {

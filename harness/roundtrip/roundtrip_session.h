@@ -1,5 +1,6 @@
 // One round-trip session (docs/roundtrip.md), what `interop-harness roundtrip` and the gate's real tier both run:
-// describe (ask a Megatron adapter for each rank's model entries of the real scenarios), plan, run the worlds,
+// describe (the real scenarios' worlds describe the models they build, world_handshake.h; a cross-version session
+// or one with a mutant asks a Megatron adapter for each rank's model entries instead), plan, run the worlds,
 // verify, report. The command line and the gate only choose the scenarios and the options, and print or judge
 // the report.
 #pragma once
@@ -31,7 +32,8 @@ struct RoundTripSessionOptions {
   /// Megatron-LM snapshot of ci/megatron-snapshot.sh, extracted if need be (`roundtrip`; without it those
   /// scenarios are not run), or else the installed package as given (the gate: its target's Megatron).
   bool find_snapshot = true;
-  /// The real scenarios' describer (unset: a real scenario is a harness error).
+  /// The real scenarios' describer where their worlds do not describe them (a cross-version session, a mutant);
+  /// unset there: a real scenario is a harness error.
   DescriberStart start_describer;
   /// A cross-version round trip: the real scenarios' load world imports this Megatron tree, their save world the
   /// session's (docs/roundtrip.md, "Cross-version round trips"). Both trees describe every rank's model; the plan
@@ -40,11 +42,11 @@ struct RoundTripSessionOptions {
 };
 
 /// Runs `scenarios` (all of the same world sizes), each group in its own pair of worlds on its own Megatron. The
-/// real ones are planned from what the describer says of each rank's model: one it cannot describe is not run
-/// (unsupported) or ends alone with its own outcome. The report holds the scenarios' outcomes (those that ended
-/// before their worlds first) and the ones not run with the reason; every other scenario's line is in the
-/// progress. Errors: harness_error when nothing could run (no Megatron-LM checkout for any scenario) or the
-/// describer did not start, and a world run's own errors.
+/// real ones are planned from what each rank's model is described as (by its world's rank, or the describer): one
+/// that cannot be described is not run (unsupported) or ends alone with its own outcome. The report holds the
+/// scenarios' outcomes (those that ended before their worlds first) and the ones not run with the reason; every other
+/// scenario's line is in the progress. Errors: harness_error when nothing could run (no Megatron-LM checkout for any
+/// scenario) or the describer did not start, and a world run's own errors.
 Result<WorldRunReport> run_roundtrip_session(std::vector<WorldScenario> scenarios,
                                              const RoundTripSessionOptions& options);
 
@@ -60,6 +62,10 @@ struct BuildableRealScenarios {
   RealModelEntries describe;
 };
 BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scenarios, const RealModelEntries& describe);
+/// The scenarios `split` ends before they run, into `report`: each one not run with its reason (`prefix` before
+/// it), said in the progress, and each undescribed one's outcome.
+void report_unbuildable(BuildableRealScenarios& split, const WorldRunOptions& o, WorldRunReport& report,
+                        const std::string& prefix = "");
 
 /// A session's work folder: the one given (kept), or a fresh one under the run's temporary folder (removed at
 /// the end).

@@ -58,18 +58,6 @@ Result<int> free_port() {
   return port;
 }
 
-std::vector<RankState> read_ranks(const fs::path& work, const std::string& phase, std::int64_t ranks) {
-  std::vector<RankState> out(static_cast<std::size_t>(ranks));
-  for (std::int64_t r = 0; r < ranks; ++r) {
-    const std::string base = phase + "_rank_" + std::to_string(r) + ".json";
-    if (auto s = read_json_file(work / "status" / base))
-      out[static_cast<std::size_t>(r)].has_status = true, out[static_cast<std::size_t>(r)].status = *s;
-    if (auto s = read_json_file(work / "results" / base))
-      out[static_cast<std::size_t>(r)].has_result = true, out[static_cast<std::size_t>(r)].result = *s;
-  }
-  return out;
-}
-
 /// Kills the rank processes a world left behind (by the pids they reported), never by name.
 void kill_ranks(const std::vector<RankState>& ranks) {
   for (const RankState& st : ranks) {
@@ -137,14 +125,15 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   IH_TRY_ASSIGN(port, free_port());
   const std::vector<std::string> cmd = world_command(phase, ranks, port, o);
   std::error_code ec;
-  fs::remove_all(o.work / "status", ec);
   fs::create_directories(o.work / "status", ec);
   fs::create_directories(o.work / "results", ec);
+  // This phase's files only: the other world may be running beside this one (world_handshake.h).
   for (std::int64_t r = 0; r < ranks; ++r)
-    fs::remove(o.work / "results" / (phase + "_rank_" + std::to_string(r) + ".json"), ec);
+    for (const char* folder : {"status", "results"})
+      fs::remove(o.work / folder / (phase + "_rank_" + std::to_string(r) + ".json"), ec);
   // Starting: a rank has not reported yet, or is still importing.
   const StartupClock startup{std::chrono::seconds(std::max(kWorldStartupAllowanceS, o.world_timeout_s)), [&] {
-                               for (const RankState& st : read_ranks(o.work, phase, ranks))
+                               for (const RankState& st : read_rank_states(o.work, phase, ranks))
                                  if (!st.has_status || st.status.value("stage", "") == "import") return true;
                                return false;
                              }};
@@ -158,13 +147,36 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
   w.exit_code = outcome.signaled ? 128 + outcome.signal : outcome.exit_code;
   w.seconds = outcome.seconds;
   w.stderr_tail = outcome.stderr_tail;
-  w.ranks = read_ranks(o.work, phase, ranks);
+  w.ranks = read_rank_states(o.work, phase, ranks);
   if (w.timed_out) w.hung = unfinished_ranks(w.ranks);
   kill_ranks(w.ranks);  // mpirun is gone; no rank may outlive it
   return w;
 }
 
 }  // namespace
+
+std::vector<RankState> read_rank_states(const fs::path& work, const std::string& phase, std::int64_t ranks) {
+  std::vector<RankState> out(static_cast<std::size_t>(ranks));
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    const std::string base = phase + "_rank_" + std::to_string(r) + ".json";
+    if (auto s = read_json_file(work / "status" / base))
+      out[static_cast<std::size_t>(r)].has_status = true, out[static_cast<std::size_t>(r)].status = *s;
+    if (auto s = read_json_file(work / "results" / base))
+      out[static_cast<std::size_t>(r)].has_result = true, out[static_cast<std::size_t>(r)].result = *s;
+  }
+  return out;
+}
+
+Status write_json_atomically(const fs::path& path, const Json& value) {
+  const fs::path temporary = path.string() + ".tmp";
+  std::ofstream out(temporary, std::ios::binary);
+  out << value.dump(1) << "\n";
+  out.close();
+  std::error_code ec;
+  if (out) fs::rename(temporary, path, ec);
+  if (!out || ec) return make_error(seam_kind::harness_error, "cannot write " + path.string());
+  return Ok{};
+}
 
 const Json* scenario_result(const RankState& rank, const std::string& name) {
   if (!rank.has_result || !rank.result.contains("scenarios")) return nullptr;

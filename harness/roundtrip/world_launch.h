@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ struct RankState {
   bool has_result = false;
   nlohmann::ordered_json result;  // scenarios: [...], error
 };
+
+/// What each rank of the `phase` world under `work` reported so far (read while the world runs, or after it).
+std::vector<RankState> read_rank_states(const std::filesystem::path& work, const std::string& phase,
+                                        std::int64_t ranks);
+/// Writes `value` to `path` whole (a temporary file renamed over it): a rank reading it sees the old or the new.
+Status write_json_atomically(const std::filesystem::path& path, const nlohmann::ordered_json& value);
 
 /// The rank's result of scenario `name`; nullptr when it recorded none.
 const nlohmann::ordered_json* scenario_result(const RankState& rank, const std::string& name);

@@ -37,7 +37,7 @@ Result<std::vector<std::vector<FlatEntry>>> save_world_entries(const ScenarioPla
 
 std::string scenario_dir(const std::string& name) { return "s_" + name; }
 
-Result<Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, Device device) {
+Result<Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, Device device, bool describe) {
   Json list = Json::array();
   for (const WorldScenario* s : scenarios) {
     IH_TRY_ASSIGN(load_order, plan_word(s->load_order));
@@ -49,6 +49,9 @@ Result<Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios,
                         {"load_path", to_string(s->load_path)},
                         {"save", s->layout_text(true)},
                         {"load", s->layout_text(false)}});
+    if (describe && s->is_real())
+      list.back()["describe"] = Json{{"save", json::model_dump_spec_to_json(s->real_save, 0)},
+                                     {"load", json::model_dump_spec_to_json(s->real_load, 0)}};
   }
   return Json{{"device", to_string(device)}, {"scenarios", list}};
 }

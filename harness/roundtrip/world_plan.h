@@ -39,8 +39,11 @@ std::string scenario_dir(const std::string& name);
 
 /// The run's plan.json for the workers: the device and one object per scenario (name, kind, dir, pattern,
 /// load_order, load_path, save and load layouts in words). Each scenario's oracle encoding is in its
-/// catalogue.json (write_world_scenario).
-Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, Device device);
+/// catalogue.json (write_world_scenario). With `describe` (a real scenario planned in its worlds,
+/// world_handshake.h) a scenario also names the models each side builds: "describe": {"save": ..., "load": ...},
+/// each its model request for rank 0.
+Result<json::Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios, Device device,
+                                   bool describe = false);
 
 /// Writes the scenario's plan into `dir`: save_rank_<r>.json and load_rank_<r>.json (entries in
 /// the flat entry JSON plus fill/prefill segments and object strings), oracle_rank_<r>.json (the

@@ -3,6 +3,7 @@
 // hand-computed expectation per kind of layout change, the plan's oracle field, and each refusal.
 #include "harness/roundtrip/world_plan.h"
 #include "harness/roundtrip/plan_segments.h"
+#include "harness/roundtrip/plan_test_files.h"
 #include "harness/roundtrip/roundtrip_session.h"
 #include "harness/roundtrip/world_run.h"
 
@@ -25,29 +26,6 @@ namespace fs = std::filesystem;
 using json::Json;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// A fresh folder under $TMPDIR (else /tmp), removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/ih-world-plan-test-XXXXXX";
-    if (mkdtemp(templ.data())) path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-Json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = json::parse(text.str());
-  EXPECT_TRUE(parsed.ok()) << path;
-  return parsed.ok() ? *parsed : Json();
-}
 
 /// The oracle entry of `path` on a load rank (fails the test, naming the paths there, when absent).
 Json oracle_tensor(const fs::path& dir, int rank, const std::string& path) {

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <fstream>
+#include <future>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "harness/roundtrip/roundtrip_verifier.h"
 #include "harness/roundtrip/stored_layout.h"
+#include "harness/roundtrip/world_handshake.h"
 #include "harness/roundtrip/world_launch.h"
 #include "harness/roundtrip/world_verdicts.h"
 #include "models/text.h"
@@ -16,14 +20,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
-
-Status write_json_file(const fs::path& path, const Json& value) {
-  std::ofstream out(path, std::ios::binary);
-  out << value.dump(1) << "\n";
-  out.close();
-  if (!out) return make_error(seam_kind::harness_error, "cannot write " + path.string());
-  return Ok{};
-}
 
 /// Fault "truncate": cut the largest data file of the checkpoint to half (a torn write).
 std::optional<std::string> truncate_checkpoint(const fs::path& ckpt) {
@@ -118,32 +114,30 @@ ScenarioOutcome unplanned_outcome(const WorldScenario& s, const Error& why, Devi
   return r;
 }
 
+Status same_world_sizes(const std::vector<WorldScenario>& scenarios) {
+  for (const WorldScenario& s : scenarios)
+    if (s.save.ranks() != scenarios[0].save.ranks() || s.load.ranks() != scenarios[0].load.ranks())
+      return make_error(ErrorKind::invalid_argument, "all scenarios of one run share the world sizes");
+  return Ok{};
+}
+
 /// 1. The plan and the oracle of every scenario, from the C++ reference, and the run's plan.json. A scenario that
 /// cannot be planned is judged on its own in `unplanned` (unplanned_outcome) and runs in no world; the others do.
 Result<std::vector<const WorldScenario*>> plan_scenarios(const std::vector<WorldScenario>& scenarios,
                                                          const WorldRunOptions& o,
                                                          std::vector<ScenarioOutcome>& unplanned) {
-  const std::int64_t save_ranks = scenarios[0].save.ranks(), load_ranks = scenarios[0].load.ranks();
+  IH_TRY_STATUS(same_world_sizes(scenarios));
   std::vector<const WorldScenario*> planned;
   for (const WorldScenario& s : scenarios) {
-    if (s.save.ranks() != save_ranks || s.load.ranks() != load_ranks)
-      return make_error(ErrorKind::invalid_argument, "all scenarios of one run share the world sizes");
-    const fs::path dir = o.work / scenario_dir(s.name);
     std::error_code ec;
-    fs::remove_all(dir, ec);
-    auto st = write_world_scenario(s, dir, o.real_entries);
-    if (!st.ok()) {
-      unplanned.push_back(unplanned_outcome(s, st.error(), o.device));
-      o.progress(std::string(to_string(unplanned.back().outcome)) + " " + s.name + ": " + unplanned.back().problems[0]);
-      continue;
-    }
-    planned.push_back(&s);
-    o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) +
-               "; " + std::to_string(st->gpt_keys) + " keys saved, " + std::to_string(st->saved_elements) +
-               " elements saved, " + std::to_string(st->expected_elements) + " expected on the load ranks");
+    fs::remove_all(o.work / scenario_dir(s.name), ec);
+    if (auto failed = plan_world_scenario(s, o, o.real_entries))
+      unplanned.push_back(std::move(*failed));
+    else
+      planned.push_back(&s);
   }
   IH_TRY_ASSIGN(plan, world_plan_json(planned, o.device));
-  IH_TRY_STATUS(write_json_file(o.work / "plan.json", plan));
+  IH_TRY_STATUS(write_json_atomically(o.work / "plan.json", plan));
   return planned;
 }
 
@@ -182,10 +176,11 @@ Result<LoadWorlds> run_load_worlds(const std::vector<WorldScenario>& scenarios,
     std::vector<const WorldScenario*> to_load;
     for (const WorldScenario& s : scenarios)
       if (std::find(pending.begin(), pending.end(), s.name) != pending.end()) to_load.push_back(&s);
-    IH_TRY_ASSIGN(load_plan, world_plan_json(to_load, o.device));
-    IH_TRY_STATUS(write_json_file(o.work / "plan.json", load_plan));
+    IH_TRY_ASSIGN(load_plan, world_plan_json(to_load, o.device, o.plan_in_worlds));
+    IH_TRY_STATUS(write_json_atomically(o.work / "plan.json", load_plan));
     o.progress("load world: mpirun -np " + std::to_string(scenarios[0].load.ranks()) + " on " +
-               std::to_string(pending.size()) + " complete checkpoint(s)" +
+               std::to_string(pending.size()) +
+               (o.plan_in_worlds ? " scenario(s) as their checkpoints complete" : " complete checkpoint(s)") +
                (out.worlds.empty() ? "" : ", those the last world ended before"));
     IH_TRY_ASSIGN(load, run_world("load", scenarios[0].load.ranks(), o));
     if (load.timed_out) {
@@ -196,7 +191,9 @@ Result<LoadWorlds> run_load_worlds(const std::vector<WorldScenario>& scenarios,
     std::vector<std::string> not_started;
     for (const std::string& name : pending) {
       out.loaded_by[name] = out.worlds.size();
-      if (!started(load, name)) not_started.push_back(name);
+      // A scenario skipped in the handshake is not run in any world (world_handshake.h).
+      const bool skipped = o.plan_in_worlds && fs::exists(o.work / scenario_dir(name) / kSkipMarker);
+      if (!started(load, name) && !skipped) not_started.push_back(name);
     }
     out.worlds.push_back(std::move(load));
     if (out.worlds.back().timed_out || not_started.size() == pending.size()) break;
@@ -255,13 +252,118 @@ void judge_stored_bytes(const fs::path& dir, ScenarioOutcome& r) {
   if (r.outcome == Outcome::passed) r.outcome = Outcome::failed;
 }
 
+/// What a pair of worlds did to the scenarios it ran: the save world, the load worlds, the complete checkpoints.
+struct WorldsRun {
+  WorldOutcome save;
+  LoadWorlds loads;
+  std::vector<std::string> loadable;
+};
+
+/// 5. and 6. What each scenario's load worlds loaded and, for a real one, its stored bytes: into the report in
+/// the scenarios' order.
+Status report_scenarios(const std::vector<const WorldScenario*>& scenarios, const WorldsRun& run,
+                        const fs::path& verifier, const WorldRunOptions& o, std::map<std::string, ScenarioOutcome>& out,
+                        WorldRunReport& report) {
+  if (!run.loadable.empty()) IH_TRY_STATUS(judge_loads(run.loadable, run.save, run.loads, verifier, o, out));
+  const auto loadable = [&](const std::string& name) {
+    return std::find(run.loadable.begin(), run.loadable.end(), name) != run.loadable.end();
+  };
+  for (const WorldScenario* s : scenarios)
+    if (s->is_real() && loadable(s->name)) judge_stored_bytes(o.work / scenario_dir(s->name), out[s->name]);
+  for (const WorldScenario* s : scenarios) report.scenarios.push_back(std::move(out[s->name]));
+  return Ok{};
+}
+
+/// The fault "truncate": the first complete checkpoint damaged before its load world reads it.
+void inject_truncation(const std::string& name, const WorldRunOptions& o) {
+  if (auto what = truncate_checkpoint(o.work / scenario_dir(name) / "checkpoint"))
+    o.progress("fault injected: " + name + "/checkpoint/" + *what);
+}
+
+bool truncates(const WorldRunOptions& o) { return o.fault && o.fault->kind == WorldFault::Kind::truncate; }
+
+/// 3. and 4. of a handshake run: the save world and the load worlds started together; beside them the handshake
+/// plans each scenario as its ranks describe it, marks each checkpoint complete (the first one truncated under
+/// that fault) and skips what a world that ended will never reach. `planned` gets the scenarios the worlds ran.
+Result<WorldsRun> run_paired_worlds(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& pair,
+                                    std::vector<const WorldScenario*>& planned, WorldRunReport& report) {
+  WorldHandshake handshake(scenarios, pair, report);
+  IH_TRY_STATUS(handshake.start());
+  const std::int64_t save_ranks = scenarios[0].save.ranks();
+  pair.progress("save world: mpirun -np " + std::to_string(save_ranks) + " (" +
+                (pair.device == Device::cpu ? "gloo" : "NCCL") +
+                "), beside the load world; each rank describes the real model it builds, for its plan");
+  auto save = std::async(std::launch::async, [&] { return run_world("save", save_ranks, pair); });
+  std::vector<std::string> names;
+  for (const WorldScenario& s : scenarios) names.push_back(s.name);
+  WorldRunReport load_report;  // the load thread's own, merged after
+  auto loads = std::async(std::launch::async, [&] { return run_load_worlds(scenarios, names, pair, load_report); });
+  const auto ended = [](const auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
+  for (bool truncated = !truncates(pair);;) {
+    const bool save_ended = ended(save), load_ended = ended(loads);  // before the ranks' files are read
+    const auto saved = handshake.poll(read_rank_states(pair.work, "save", save_ranks), save_ended, load_ended);
+    for (const std::string& name : saved) {
+      if (!truncated) inject_truncation(name, pair), truncated = true;
+      handshake.complete(name);
+    }
+    if (save_ended && load_ended && saved.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  IH_TRY_ASSIGN(save_world, save.get());
+  IH_TRY_ASSIGN(load_worlds, loads.get());
+  record_save_faults(save_world, pair, report);
+  report.merge(std::move(load_report));
+  planned = handshake.planned();
+  return WorldsRun{std::move(save_world), std::move(load_worlds), handshake.loadable()};
+}
+
+/// A run whose real scenarios are planned in their own worlds (WorldRunOptions::plan_in_worlds).
+Result<WorldRunReport> run_handshake_roundtrips(const std::vector<WorldScenario>& scenarios, const WorldRunOptions& o) {
+  IH_TRY_STATUS(same_world_sizes(scenarios));
+  for (const WorldScenario& s : scenarios)
+    if (!s.is_real()) return make_error(ErrorKind::invalid_argument, s.name + " is no real scenario to plan in worlds");
+  IH_TRY_ASSIGN(verifier, ensure_roundtrip_verifier(o.progress));
+  WorldRunOptions pair = o;
+  pair.world_timeout_s = 2 * o.world_timeout_s;  // one clock for the pair: each world waits for the other
+  auto said = std::make_shared<std::mutex>();    // the worlds' lines come from their own threads
+  pair.progress = [said, progress = o.progress](const std::string& line) {
+    const std::lock_guard<std::mutex> lock(*said);
+    progress(line);
+  };
+  WorldRunReport report;
+  std::vector<const WorldScenario*> planned;
+  IH_TRY_ASSIGN(run, run_paired_worlds(scenarios, pair, planned, report));
+  std::map<std::string, ScenarioOutcome> out;
+  for (const WorldScenario* s : planned) {
+    (out[s->name] = outcome_before_running(*s)).device = o.device;
+    (void)judge_save(s->name, run.save, pair, out[s->name]);  // the handshake marked the complete ones
+  }
+  IH_TRY_STATUS(report_scenarios(planned, run, verifier, o, out, report));
+  return report;
+}
+
 }  // namespace
+
+std::optional<ScenarioOutcome> plan_world_scenario(const WorldScenario& s, const WorldRunOptions& o,
+                                                   const RealModelEntries& entries) {
+  auto st = write_world_scenario(s, o.work / scenario_dir(s.name), entries);
+  if (!st.ok()) {
+    ScenarioOutcome r = unplanned_outcome(s, st.error(), o.device);
+    o.progress(std::string(to_string(r.outcome)) + " " + s.name + ": " + r.problems[0]);
+    return r;
+  }
+  o.progress(s.name + ": " + s.description + "; save " + s.layout_text(true) + ", load " + s.layout_text(false) + "; " +
+             std::to_string(st->gpt_keys) + " keys saved, " + std::to_string(st->saved_elements) + " elements saved, " +
+             std::to_string(st->expected_elements) + " expected on the load ranks");
+  return std::nullopt;
+}
 
 Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& all, const WorldRunOptions& o) {
   if (all.empty()) return make_error(ErrorKind::invalid_argument, "no scenario to run");
   std::error_code ec;
   fs::create_directories(o.work, ec);
   if (ec) return make_error(seam_kind::harness_error, "cannot create " + o.work.string() + ": " + ec.message());
+  if (o.plan_in_worlds) return run_handshake_roundtrips(all, o);
   WorldRunReport report;
   IH_TRY_ASSIGN(planned, plan_scenarios(all, o, report.scenarios));
   if (planned.empty()) return report;  // every scenario judged at its plan
@@ -276,28 +378,26 @@ Result<WorldRunReport> run_world_roundtrips(const std::vector<WorldScenario>& al
   const std::int64_t save_ranks = scenarios[0].save.ranks();
   o.progress("save world: mpirun -np " + std::to_string(save_ranks) + " (" +
              (o.device == Device::cpu ? "gloo" : "NCCL") + "; importing Megatron takes ~15 s per rank)");
+  WorldsRun run;
   IH_TRY_ASSIGN(save, run_world("save", save_ranks, o));
-  std::vector<std::string> loadable;
+  run.save = std::move(save);
   for (const WorldScenario& s : scenarios) {
-    if (!judge_save(s.name, save, o, out[s.name])) continue;
-    std::ofstream(o.work / scenario_dir(s.name) / "checkpoint.complete") << "saved by all " << save_ranks << " ranks\n";
-    loadable.push_back(s.name);
+    if (!judge_save(s.name, run.save, o, out[s.name])) continue;
+    std::ofstream(o.work / scenario_dir(s.name) / kCheckpointCompleteMarker)
+        << "saved by all " << save_ranks << " ranks\n";
+    run.loadable.push_back(s.name);
   }
-  record_save_faults(save, o, report);
+  record_save_faults(run.save, o, report);
 
   // 4. Faults that damage a complete checkpoint, then the load world on what is loadable.
-  if (o.fault && o.fault->kind == WorldFault::Kind::truncate && !loadable.empty()) {
-    if (auto what = truncate_checkpoint(o.work / scenario_dir(loadable[0]) / "checkpoint"))
-      o.progress("fault injected: " + loadable[0] + "/checkpoint/" + *what);
+  if (truncates(o) && !run.loadable.empty()) inject_truncation(run.loadable[0], o);
+  if (!run.loadable.empty()) {
+    IH_TRY_ASSIGN(loads, run_load_worlds(scenarios, run.loadable, o, report));
+    run.loads = std::move(loads);
   }
-  if (!loadable.empty()) {
-    IH_TRY_ASSIGN(loads, run_load_worlds(scenarios, loadable, o, report));
-    IH_TRY_STATUS(judge_loads(loadable, save, loads, verifier, o, out));
-  }
-  for (const WorldScenario& s : scenarios)
-    if (s.is_real() && std::find(loadable.begin(), loadable.end(), s.name) != loadable.end())
-      judge_stored_bytes(o.work / scenario_dir(s.name), out[s.name]);
-  for (const WorldScenario& s : scenarios) report.scenarios.push_back(std::move(out[s.name]));
+  std::vector<const WorldScenario*> ran;
+  for (const WorldScenario& s : scenarios) ran.push_back(&s);
+  IH_TRY_STATUS(report_scenarios(ran, run, verifier, o, out, report));
   return report;
 }
 

@@ -53,6 +53,10 @@ struct WorldRunOptions {
   std::vector<std::string> environment;
   /// Real-model scenarios (`--real`): the Megatron target's description of each rank's model.
   RealModelEntries real_entries;
+  /// Real-model scenarios planned in their own worlds instead (world_handshake.h): both worlds start together, each
+  /// rank describes the model it builds and waits for the scenario's plan; `real_entries` is unused. The pair of
+  /// worlds then runs under one clock of twice `world_timeout_s` (each world waits for the other).
+  bool plan_in_worlds = false;
   std::function<void(const std::string&)> progress = [](const std::string&) {};
 };
 
@@ -89,6 +93,12 @@ struct WorldRunReport {
   /// Adds another run's scenarios, not-run scenarios and faults to this one's.
   void merge(WorldRunReport other);
 };
+
+/// Plans one scenario into its folder under `o.work` (write_world_scenario with `entries`) and says so in the
+/// progress: nullopt, or the outcome it ends with when it cannot be planned (it then runs in no world): failed where
+/// Megatron describes its real model otherwise than the reference lays it out, else a harness error.
+std::optional<ScenarioOutcome> plan_world_scenario(const WorldScenario& s, const WorldRunOptions& o,
+                                                   const RealModelEntries& entries);
 
 /// Runs one pair of worlds on `scenarios` (all of the same world sizes): writes each one's plan, builds the
 /// verifier on first use, launches the save world, then the load world on what was saved completely (again on the

@@ -117,7 +117,10 @@ def run_scenarios(world, M, device):
 
 def run_scenario(world, scenario):
     """One scenario: build, fill and save, or build, retarget, load and dump, under the patches it needs (undone
-    after it) in this warm world; the groups it made destroyed. False after a failure (recorded)."""
+    after it) in this warm world; the groups it made destroyed. A real scenario planned in its worlds is built and
+    described first (roundtrip/handshake.py); one the C++ side skipped leaves no entry. False after a failure
+    (recorded)."""
+    from megatron_adapter.roundtrip import handshake
     from megatron_adapter.roundtrip.load import load_scenario
     from megatron_adapter.roundtrip.save import save_scenario
     from megatron_adapter.worlds import worker_context
@@ -129,11 +132,18 @@ def run_scenario(world, scenario):
     groups_before = worker_context.registered_groups()
     try:
         with contextlib.ExitStack() as world.scenario_patches:
-            (save_scenario if world.phase == "save" else load_scenario)(world, scenario, entry)
+            runs = handshake.prepared(world, scenario, entry)
+            if runs:
+                (save_scenario if world.phase == "save" else load_scenario)(world, scenario, entry)
+        world.built = None
         worker_context.destroy_groups_made_since(groups_before)  # the scenario's layouts, wherever kept
+        if not runs:
+            world.result["scenarios"].remove(entry)
+            return True
         entry["ok"] = True
-        # The whole scenario in this warm world: build, fill and save, or build, retarget, load and dump.
-        entry["scenario_seconds"] = time.perf_counter() - started
+        # The whole scenario in this warm world: build, fill and save, or build, retarget, load and dump (not the
+        # handshake's wait for the plan or the checkpoint).
+        entry["scenario_seconds"] = time.perf_counter() - started - entry.get("handshake_wait_seconds", 0.0)
     except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
         print(traceback.format_exc(), file=sys.stderr, flush=True)
         entry["error"] = error_entry(exc, "prepare", world.device)

@@ -50,13 +50,22 @@ class RealModelPlanError(Exception):
 DISTRIBUTED_BUCKET_ELEMENTS = 5000
 
 
-def build(M, req, dtype):
-    """(chunks {name: model}, optimizer or None) of this rank, parallel_state set for the request's layout
-    over the world's default (gloo) group, parameters of `dtype` (the scenario's oracle dtype); `state_tree`
-    then asks Megatron's checkpoint code for their sharded state dicts."""
+def build_chunks(M, req):
+    """{chunk name: model} of this rank as Megatron builds it, parallel_state set for the request's layout over
+    the world's default (gloo) group (UnsupportedConfig where the factory cannot build it here)."""
     factory.init_parallel_state(req)
+    factory.require_buildable(req)
     with _shims(req):
-        chunks = factory.build(M, req)
+        return factory.build(M, req)
+
+
+def build(M, req, dtype, chunks=None):
+    """(chunks {name: model}, optimizer or None) of this rank: `chunks` (build_chunks, already described in the
+    handshake) or built now, parameters turned to `dtype` (the scenario's oracle dtype); `state_tree` then asks
+    Megatron's checkpoint code for their sharded state dicts."""
+    if chunks is None:
+        chunks = build_chunks(M, req)
+    with _shims(req):
         for model in chunks.values():
             model.to(dtype=dtype)  # before sharded_state_dict: its tensors are these parameters
         optimizer = _optimizer(M, chunks, req, dtype)

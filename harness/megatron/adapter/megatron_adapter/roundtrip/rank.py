@@ -43,6 +43,7 @@ class World:
                        "scenarios": []}
         self.device = self.plan.get("device", "cpu")
         self.scenario_patches = None
+        self.built = None  # the model the handshake built and described for the scenario that runs (handshake.Built)
 
     def attach(self, M, codec, device):
         import torch.distributed as dist

@@ -137,11 +137,16 @@ def megatron_state_tree(M, chunks, optimizer, req, stage, is_loading=False):
 
 
 def _build_real(world, req, oracle, side):
+    """This rank's model and optimizer: the chunks the handshake built and described (world.built), or built now."""
     from megatron_adapter.real_models import roundtrip_models as rm
+    built = world.built
+    if built is not None and built.request != req:
+        raise staged(PlanError(f"the {side} rank plan's model {req} is not the one this rank built and described "
+                               f"({built.request})"), f"{side}: build Megatron's real model", "harness_error")
     try:
-        if req["gtp"] > 1:  # Megatron's GTP checkpoint code runs only with these (as model dump's)
+        if req["gtp"] > 1 and built is None:  # Megatron's GTP checkpoint code runs only with these (as model dump's)
             gtp_patches(world)
-        return rm.build(world.M, req, getattr(world.torch, oracle.dtype))
+        return rm.build(world.M, req, getattr(world.torch, oracle.dtype), built and built.chunks)
     except BaseException as exc:  # Megatron's model on a valid layout: the factory or patches fall short
         raise staged(exc, f"{side}: build Megatron's real model", "harness_error")
 

@@ -22,6 +22,28 @@ def _megatrons_refusal(exc):
                                    f"{type(exc).__name__}: {str(exc)[:1500]} (at {frame})")
 
 
+def described_tree(M, chunks, req):
+    """The tree a description encodes: the built chunks' sharded state dicts and, with the request's optimizer, that
+    optimizer's (over a fresh one, with Adam's states as its load creates them); under the request's patches. Also
+    what a round-trip rank describes of the model it built, before it casts or steps it (roundtrip/handshake.py).
+    MegatronRefused where Megatron's own sharded_state_dict raises."""
+    # no_grad: under GTP the checkpoint code gathers shards with gloo's CPU all_gather_into_tensor,
+    # which writes through views that autograd refuses while the parameter requires grad (NCCL
+    # writes in place); the R1/R2 scripts build their trees the same way (docs/megatron-patches.md).
+    try:
+        with M.torch.no_grad():
+            tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
+        if req["optimizer"]:
+            tree["optimizer"] = factory.optimizer_sharded_state_dict(M, chunks, dict(tree),
+                                                                     req.get("optimizer_kind", "distributed"))
+    except Exception as exc:  # noqa: BLE001 - judged by where it was raised
+        refused = _megatrons_refusal(exc)
+        if refused is None:
+            raise
+        raise refused from exc
+    return tree
+
+
 def task_real_model_dump(ctx, req):
     from megatron_adapter.codec import Codec
     factory.init_parallel_state(req)
@@ -29,20 +51,7 @@ def task_real_model_dump(ctx, req):
         factory.require_buildable(req)
         with patches.applied(*factory.patch_families(req)):
             chunks = factory.build(ctx.M, req)
-            # no_grad: under GTP the checkpoint code gathers shards with gloo's CPU all_gather_into_tensor,
-            # which writes through views that autograd refuses while the parameter requires grad (NCCL
-            # writes in place); the R1/R2 scripts build their trees the same way (docs/megatron-patches.md).
-            try:
-                with ctx.M.torch.no_grad():
-                    tree = {name: model.sharded_state_dict() for name, model in chunks.items()}
-                if req["optimizer"]:
-                    tree["optimizer"] = factory.optimizer_sharded_state_dict(ctx.M, chunks, dict(tree),
-                                                                             req.get("optimizer_kind", "distributed"))
-            except Exception as exc:  # noqa: BLE001 - judged by where it was raised
-                refused = _megatrons_refusal(exc)
-                if refused is None:
-                    raise
-                raise refused from exc
+            tree = described_tree(ctx.M, chunks, req)
         entries = Codec(ctx.M).encode(tree, "dotted")
     except factory.UnsupportedConfig as exc:
         return {"unsupported": str(exc)}
