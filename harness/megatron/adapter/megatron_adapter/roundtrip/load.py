@@ -42,8 +42,7 @@ def _real_state(world, files):
     chunks, optimizer, sd = states.real_state(world, rank_plan, rank_plan["prefill"], "load", files.oracle)
     if files.training:
         from megatron_adapter.real_models import training_path
-        view = training_path.load_view(files.path("checkpoint"), files.path("load_view"))
-        states.training_args(world, rank_plan, "load", view)
+        states.training_args(world, rank_plan, "load", files.path("checkpoint"))
     return Loading(sd, chunks, optimizer, rank_plan["model"], rank_plan["objects"])
 
 
