@@ -91,8 +91,12 @@ std::vector<DumpConfig> curated() {
       // GTP x DP 2: each GTP shard's DP replicas, the reference deciding which one is main (d = 0).
       config("hybrid_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2}, {0, 1, 2, 3}),
       config("hybrid_gdp_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2, .gdp = true}, {0, 1, 2, 3}),
-      // CP 2 (no attention layer: the local attention refuses CP > 1): the CP ranks are replicas.
+      // CP 2 (no attention layer: the local attention refuses CP > 1): the CP ranks are replicas, also of GTP
+      // shards and of experts.
       config("hybrid_cp2_tp2", M::hybrid, "M-M-", {.tp = 2, .cp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gtp2_cp2", M::hybrid, "M-M-", {.gtp = 2, .cp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gdp_gtp2_cp2", M::hybrid, "M-", {.gtp = 2, .cp = 2, .gdp = true}, {0, 1, 2, 3}),
+      config("hybrid_moe_ep2_cp2", M::hybrid, "M-E-", {.ep = 2, .experts = 4, .cp = 2}, {0, 1, 2, 3}),
       config("hybrid_gdp_optimizer", M::hybrid, "M*E|M-", {.pp = 2, .experts = 4, .optimizer = true, .gdp = true},
              {0, 1}),
       // GTP with experts, pipe segments and virtual stages, the distributed optimizer; TP 4.
