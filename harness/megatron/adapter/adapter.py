@@ -6,10 +6,17 @@ megatron_adapter/ beside it (docs/adapter-protocol.md, "Package layout").
 
 Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split] [--fix to_state_dict_order]
        adapter.py --mutant-names
+       adapter.py --fork-server SOCKET
 
   --mutant-names       print the names --mutant accepts, one a line, and exit: the mutant table alone,
                        without torch or Megatron (the harness refuses an unknown --mutant before it starts
                        the adapter)
+
+  --fork-server SOCKET serve adapter starts warm on SOCKET (megatron_adapter/fork_server.py): torch and the
+                       adapter imported once, each start a forked child importing Megatron from its own tree.
+                       With IH_ADAPTER_FORK_SERVER=SOCKET in the environment, this script is that server's
+                       client: it hands its stdin/stdout/stderr over and exits with the child's exit code (no
+                       server, or a start it cannot serve warm: a line on stderr, and a cold start here)
 
   --megatron-path DIR  put DIR first on sys.path before importing megatron.core (a Megatron-LM
                        checkout instead of the installed megatron-core)
@@ -36,10 +43,22 @@ def print_mutant_names():
     return 0
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--mutant-names"]:
-        sys.exit(print_mutant_names())
+def serve(argv):
+    """The adapter's main loop on this process's stdin/stdout: a cold start, or a fork server's child."""
     from megatron_adapter import coverage_run
     coverage_run.start()  # before Megatron's import, when the harness asked for coverage (gate --coverage)
     from megatron_adapter.server import main
-    sys.exit(main())
+    return main(argv)
+
+
+def warm_imports():
+    """What a fork server's children inherit: torch and the adapter's own modules, never Megatron's."""
+    import torch  # noqa: F401
+    from megatron_adapter import server  # noqa: F401
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--mutant-names"]:
+        sys.exit(print_mutant_names())
+    from megatron_adapter import fork_client
+    sys.exit(fork_client.start(__file__, sys.argv[1:], warm_imports, serve))
