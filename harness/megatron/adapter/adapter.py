@@ -12,8 +12,10 @@ Usage: adapter.py [--megatron-path DIR] [--mutant NAME] [--candidate shard-split
                        without torch or Megatron (the harness refuses an unknown --mutant before it starts
                        the adapter)
 
-  --fork-server SOCKET serve adapter starts warm on SOCKET (megatron_adapter/fork_server.py): torch and the
-                       adapter imported once, each start a forked child importing Megatron from its own tree.
+  --fork-server SOCKET [TREE]
+                       serve adapter starts warm on SOCKET (megatron_adapter/fork_server.py): torch, the adapter
+                       and what Megatron's import (from TREE) loads from outside Megatron imported once, each
+                       start a forked child importing Megatron itself from its own tree.
                        With IH_ADAPTER_FORK_SERVER=SOCKET in the environment, this script is that server's
                        client: it hands its stdin/stdout/stderr over and exits with the child's exit code (no
                        server, or a start it cannot serve warm: a line on stderr, and a cold start here)
@@ -51,10 +53,13 @@ def serve(argv):
     return main(argv)
 
 
-def warm_imports():
-    """What a fork server's children inherit: torch and the adapter's own modules, never Megatron's."""
+def warm_imports(tree):
+    """What a fork server's children inherit, never Megatron's own modules: torch, the adapter's modules and, with
+    a tree, every module from outside it that importing its Megatron loads (most of that import's time), as a
+    thrown-away probe found them."""
     import torch  # noqa: F401
-    from megatron_adapter import server  # noqa: F401
+    from megatron_adapter import fork_server, megatron_import, server  # noqa: F401
+    return fork_server.preload(fork_server.in_probe(lambda: megatron_import.modules_outside(tree))) if tree else 0
 
 
 if __name__ == "__main__":

@@ -10,17 +10,17 @@ import socket
 import sys
 
 ENV = "IH_ADAPTER_FORK_SERVER"  # the server's socket; `interop-harness mutate` sets it for its gate children
-MAX_MESSAGE = 1 << 20
 
 
 def start(script, argv, warm, serve):
-    """An adapter script's entry (adapter.py's; the tests' stand-in's): `--fork-server SOCKET` runs a fork server
-    whose children run serve(argv) after warm() ran once; with ENV set this process is that server's client, and
-    starts cold (serve(argv) here, after a line on stderr saying why) when the server cannot start it. Returns
-    the exit code."""
-    if argv[:1] == ["--fork-server"] and len(argv) == 2:
+    """An adapter script's entry (adapter.py's; the tests' stand-in's): `--fork-server SOCKET [TREE]` runs a fork
+    server whose children run serve(argv) after warm(TREE or None) ran once; with ENV set this process is that
+    server's client, and starts cold (serve(argv) here, after a line on stderr saying why) when the server cannot
+    start it. Returns the exit code."""
+    if argv[:1] == ["--fork-server"] and len(argv) in (2, 3):
         from megatron_adapter import fork_server
-        return fork_server.main(argv[1], script, warm, serve)
+        tree = argv[2] if len(argv) == 3 else None
+        return fork_server.main(argv[1], script, lambda: warm(tree), serve)
     if os.environ.get(ENV):
         code, why = handoff(os.environ[ENV], argv, script)
         if why is None:
@@ -32,7 +32,7 @@ def start(script, argv, warm, serve):
 
 def _message(sock):
     """The next message (a dict), or None at end of connection."""
-    data = sock.recv(MAX_MESSAGE)
+    data = sock.recv(1 << 16)  # the server's and the child's messages are a few words
     return json.loads(data) if data else None
 
 

@@ -18,7 +18,8 @@ A child joins the client's process group (a kill of the group, the harness's way
 and dies with its group as soon as the client's end of the connection closes (the client killed alone).
 
 Control: the server reads lines on stdin and answers each with one line of JSON status on stdout
-({"ok", "socket", "warm_seconds", "started", "cold"}); end of stdin ends the server (children serving go on).
+({"ok", "socket", "warm_seconds", "preloaded", "started", "cold", "last_cold": why the last cold one was};
+started and cold count the starts so far); end of stdin ends the server (children serving go on).
 """
 
 import json
@@ -32,7 +33,7 @@ import tempfile
 import threading
 import time
 
-from megatron_adapter.fork_client import MAX_MESSAGE
+MAX_MESSAGE = 1 << 20  # a start request: its environment, a few KiB
 
 # What may differ between the server's environment and a client's: what the harness sets per run or per check,
 # read after the warm imports (tempfile's folder is reset in each child; coverage starts in the child).
@@ -59,13 +60,14 @@ class ForkServer:
         before the warm imports (what a client's must match)."""
         self.path, self.adapter, self.run_child, self.env = socket_path, adapter, run_child, env
         self.status = {"ok": True, "socket": socket_path, "warm_seconds": round(warm_seconds, 3), "started": 0,
-                       "cold": 0}
+                       "cold": 0, "last_cold": None}
         self.children = {}  # pid -> the connection its exit status goes to
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if os.path.exists(socket_path):
             os.unlink(socket_path)
         self.listener.bind(socket_path)
         self.listener.listen(16)
+        self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         signal.set_wakeup_fd(self.wake_w)
@@ -75,13 +77,12 @@ class ForkServer:
 
     def serve(self):
         """Until end of stdin: answers control lines, starts children, reports their ends."""
-        sel = selectors.DefaultSelector()
-        sel.register(0, selectors.EVENT_READ, "control")
-        sel.register(self.listener, selectors.EVENT_READ, "accept")
-        sel.register(self.wake_r, selectors.EVENT_READ, "reap")
+        self.selector.register(0, selectors.EVENT_READ, "control")
+        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+        self.selector.register(self.wake_r, selectors.EVENT_READ, "reap")
         pending = b""
         while True:
-            for key, _ in sel.select():
+            for key, _ in self.selector.select():
                 if key.data == "control":
                     chunk = os.read(0, 1 << 16)
                     if not chunk:
@@ -114,10 +115,12 @@ class ForkServer:
         why = why_cold(request, self.env, self.adapter)
         if why is not None:
             self.status["cold"] += 1
+            self.status["last_cold"] = why
             _send(conn, {"cold": why})
             conn.close()
         else:
-            sys.stdout.flush(), sys.stderr.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 self.child(conn, fds, request)  # never returns
@@ -133,6 +136,7 @@ class ForkServer:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for fd in (self.wake_r, self.wake_w, self.control.fileno()):
                 os.close(fd)
+            self.selector.close()
             self.listener.close()
             for other in self.children.values():
                 other.close()
@@ -144,7 +148,8 @@ class ForkServer:
             import traceback
             traceback.print_exc()
         finally:
-            sys.stdout.flush(), sys.stderr.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(code)
 
     def reap(self):
@@ -210,13 +215,61 @@ def _die_with_client(conn):
     os.killpg(0, signal.SIGKILL)
 
 
+def in_probe(fn):
+    """fn()'s result (JSON) computed in a forked child that is thrown away: what importing Megatron would load,
+    learnt without importing it here."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            with os.fdopen(w, "w") as out:
+                json.dump(fn(), out)
+            code = 0
+        except BaseException:  # noqa: BLE001 - the probe must end here
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as inp:
+        text = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the probe failed (exit status {os.waitstatus_to_exitcode(status)})")
+    return json.loads(text)
+
+
+def preload(names):
+    """Imports `names` in the order given (a module's import loads most of those after it); the number imported.
+    A name without a spec of its own (a module some import registered under an alias) is left to that import."""
+    import importlib
+    import importlib.util
+    count = 0
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            if importlib.util.find_spec(name) is None:
+                continue
+        except (ImportError, ValueError):
+            continue
+        importlib.import_module(name)
+        count += 1
+    return count
+
+
 def main(socket_path, adapter, warm, run_child):
-    """Runs warm() (the imports every child inherits), then serves until end of stdin."""
+    """Runs warm() (the imports every child inherits; returns how many modules it preloaded), then serves until
+    end of stdin."""
     start, env = time.monotonic(), dict(os.environ)
-    warm()
+    preloaded = warm() or 0
     loaded = sorted(m for m in sys.modules if m == "megatron" or m.startswith("megatron."))
     if loaded:  # never: a child must import every Megatron module from its own tree
         print(f"fork server: the warm imports loaded Megatron ({', '.join(loaded[:5])}): refusing to serve",
               file=sys.stderr, flush=True)
         return 3
-    return ForkServer(socket_path, os.path.realpath(adapter), run_child, env, time.monotonic() - start).serve()
+    server = ForkServer(socket_path, os.path.realpath(adapter), run_child, env, time.monotonic() - start)
+    server.status["preloaded"] = preloaded
+    return server.serve()

@@ -26,4 +26,4 @@ def serve(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(fork_client.start(__file__, sys.argv[1:], lambda: None, serve))
+    sys.exit(fork_client.start(__file__, sys.argv[1:], lambda tree: None, serve))
