@@ -22,6 +22,7 @@ Control: the server reads lines on stdin and answers each with one line of JSON 
 started and cold count the starts so far); end of stdin ends the server (children serving go on).
 """
 
+import atexit
 import json
 import os
 import random
@@ -148,6 +149,7 @@ class ForkServer:
             import traceback
             traceback.print_exc()
         finally:
+            atexit._run_exitfuncs()  # what a cold adapter's exit runs (os._exit below must not return to the server)
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
