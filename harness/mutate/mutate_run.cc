@@ -197,11 +197,11 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
              << " (" << (o.whole_gate ? std::string("whole gate") : std::to_string(m.checks.size()) + " checks")
              << ") ... " << std::flush;
     IH_TRY_STATUS(run_mutant(o, m, *clean.first.verdicts, work, static_cast<int>(i), deadline));
-    warm.check(progress);
     apply_equivalents(m, pins);
     progress << to_string(m.judgement.outcome) << (m.judgement.note.empty() ? "" : " (" + m.judgement.note + ")")
              << "\n"
              << std::flush;
+    warm.check(progress);
   }
   if (!warm.summary().empty()) progress << "INFO: " << warm.summary() << "\n";
   return result;
