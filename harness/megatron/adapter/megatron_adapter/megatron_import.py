@@ -88,6 +88,17 @@ def load_megatron(megatron_path):
     return M
 
 
+def modules_outside(megatron_path):
+    """The modules that load_megatron(megatron_path) loads from outside Megatron (torch's, numpy's, ...), in the
+    order they were loaded: what a warm process may import before any tree's Megatron (fork_server.py)."""
+    before = set(sys.modules)
+    M = load_megatron(megatron_path)
+    root = os.path.join(os.path.realpath(M.megatron_path), "")
+    return [name for name, module in list(sys.modules.items())
+            if name not in before and name != "megatron" and not name.startswith("megatron.")
+            and not os.path.realpath(getattr(module, "__file__", None) or "/").startswith(root)]
+
+
 def _put_first_on_path(megatron_path):
     """A Megatron-LM checkout first on sys.path (before the installed megatron-core)."""
     root = os.path.abspath(megatron_path)
