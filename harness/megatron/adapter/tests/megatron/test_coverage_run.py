@@ -43,13 +43,18 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
-def test_contexts_per_switch_and_per_forked_child(tmp_path):
+def stand_in_tree(tmp_path):
+    """A megatron/ package of MODULE, a data folder, and the environment that measures the one into the other."""
     tree, data = tmp_path / "tree", tmp_path / "data"
     (tree / "megatron").mkdir(parents=True)
     data.mkdir()
     (tree / "megatron" / "__init__.py").write_text("")
     (tree / "megatron" / "stand_in.py").write_text(MODULE)
-    env = dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+    return tree, data, dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+
+
+def test_contexts_per_switch_and_per_forked_child(tmp_path):
+    tree, data, env = stand_in_tree(tmp_path)
     subprocess.run([sys.executable, "-c", DRIVER.format(adapter=ADAPTER, tree=str(tree))], env=env, check=True)
     assert len([f for f in os.listdir(data) if f.startswith(".coverage.")]) == 2  # parent and child
     subprocess.run([sys.executable, "-m", "coverage", "combine", "--quiet", f"--data-file={data}/.coverage",
@@ -84,12 +89,7 @@ TERMINATED = textwrap.dedent('''
 
 
 def test_a_process_ended_by_sigterm_still_writes_what_it_ran(tmp_path):
-    tree, data = tmp_path / "tree", tmp_path / "data"
-    (tree / "megatron").mkdir(parents=True)
-    data.mkdir()
-    (tree / "megatron" / "__init__.py").write_text("")
-    (tree / "megatron" / "stand_in.py").write_text(MODULE)
-    env = dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+    tree, data, env = stand_in_tree(tmp_path)
     done = subprocess.run([sys.executable, "-c", TERMINATED.format(adapter=ADAPTER, tree=str(tree))], env=env)
     assert done.returncode == -15  # it still dies of the signal
     files = [f for f in os.listdir(data) if f.startswith(".coverage.")]
