@@ -25,7 +25,14 @@ inline constexpr ErrorKind harness_error{kFirstOuterErrorKind + 2};
 // of a split factory, two main replicas of one chunk): a verdict on the implementation (a failed check naming
 // the difference), never a harness fault.
 inline constexpr ErrorKind description_disagrees{kFirstOuterErrorKind + 3};
+// The implementation's own code raised while it was imported (a Megatron tree whose module raises at import,
+// not a missing dependency of the environment): a verdict on the implementation, every check left without one.
+inline constexpr ErrorKind does_not_import{kFirstOuterErrorKind + 4};
 }  // namespace seam_kind
+
+/// The words that start every message of an implementation whose own code raised at import (does_not_import, and
+/// the Megatron adapter's failures of an operation whose module did not import: docs/adapter-protocol.md).
+inline constexpr std::string_view kDoesNotImport = "Megatron does not import";
 
 /// True for the kinds that mean no answer came (the operation is missing, a timeout, a harness fault):
 /// a check that meets one has no verdict and passes the error on (outcome_of_error, seam/outcome.h)
@@ -42,6 +49,7 @@ inline std::string_view to_string(ErrorKind kind) {
   if (kind == seam_kind::timeout) return "timeout";
   if (kind == seam_kind::harness_error) return "harness_error";
   if (kind == seam_kind::description_disagrees) return "description_disagrees";
+  if (kind == seam_kind::does_not_import) return "does_not_import";
   return "unknown";
 }
 
@@ -50,8 +58,8 @@ inline std::vector<ErrorKind> all_error_kinds() {
   std::vector<ErrorKind> out;
   for (std::uint16_t k = 0; k < kFirstOuterErrorKind; ++k)
     if (!model_kind_name(ErrorKind{k}).empty()) out.push_back(ErrorKind{k});
-  out.insert(out.end(),
-             {seam_kind::unsupported, seam_kind::timeout, seam_kind::harness_error, seam_kind::description_disagrees});
+  out.insert(out.end(), {seam_kind::unsupported, seam_kind::timeout, seam_kind::harness_error,
+                         seam_kind::description_disagrees, seam_kind::does_not_import});
   return out;
 }
 

@@ -147,8 +147,26 @@ struct SideRun {
   std::vector<gate::CheckResult> results;
 };
 
+/// A side whose Megatron does not import (its own module raised): gate/megatron/imports FAILED with why, every check
+/// NOT RUN, a verdict on Megatron (exit 1), not on the harness.
+SideRun side_without_target(const TargetSpec& spec, const Budget& budget, const GateOptions& args,
+                            const std::vector<gate::Check>& checks, const std::string& why, std::ostream& progress) {
+  report::GateRun run{
+      "megatron at " + spec.megatron_path.value_or("the installed megatron-core") + " (does not import)",
+      budget.seed,
+      budget.property_cases,
+      args.require_all,
+      0,
+      {}};
+  progress << "INFO: gate target " << run.target << "\nINFO: megatron: imports ... FAILED: " << why << "\n";
+  auto results = gate::results_without_target(checks, base_token(spec, budget, args), why);
+  if (run.require_all) require_all(results, args.allow_not_run.value_or(""));
+  run.exit_code = exit_code_of(outcomes_of(results));
+  return SideRun{std::make_unique<ReferenceImplementation>(), std::move(run), std::move(results)};
+}
+
 /// Runs the gate's checks against `spec`, its target line and budget first. Bad checks are invalid_argument; a
-/// target that cannot start keeps its own kind.
+/// target that cannot start keeps its own kind, but one whose Megatron does not import is judged (above).
 Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const gate::KnownFindings& known,
                          std::ostream& progress, bool name_coverage_contexts = false) {
   const Budget budget = budget_of(args, spec);
@@ -156,7 +174,11 @@ Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const 
                            cross_runners_of(spec, progress, RealRoundTripBatch::by_direction));  // NEW's side only
   if (checks.ok() && args.checks_from) checks = only_named_checks(std::move(*checks), *args.checks_from);
   if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
-  IH_TRY_ASSIGN(target, make_target(spec));
+  auto started = make_target(spec);
+  if (!started.ok() && started.error().kind == seam_kind::does_not_import)
+    return side_without_target(spec, budget, args, *checks, started.error().message, progress);
+  if (!started.ok()) return started.error();
+  std::unique_ptr<Implementation> target = std::move(*started);
   report::GateRun run{describe_target(*target, spec), budget.seed, budget.property_cases, args.require_all, 0, {}};
   progress << "INFO: gate target " << run.target << "\n"
            << "INFO: seed " << run.seed << ", " << run.property_cases << " cases per property, " << checks->size()

@@ -18,7 +18,7 @@ namespace {
 struct MutateOptions : GivenFlags {
   std::optional<std::string> target, megatron_path, base_megatron_path, files, report, coverage_json, corpus;
   std::int64_t max_mutants = 20, seed = 1;
-  bool json = false, whole_gate = false;
+  bool json = false, whole_gate = false, cold_adapters = false;
 };
 
 const std::vector<Flag<MutateOptions>> kMutateFlags = {
@@ -34,6 +34,8 @@ const std::vector<Flag<MutateOptions>> kMutateFlags = {
     {"coverage-json", &MutateOptions::coverage_json,
      "internal: coverage.py's JSON report (--show-contexts, contexts = check names) instead of a gate --coverage run"},
     {"whole-gate", &MutateOptions::whole_gate, "internal (bench): every mutant runs the whole gate, not its checks"},
+    {"cold-adapters", &MutateOptions::cold_adapters,
+     "internal (bench, tests): no fork server, every adapter starts cold (imports torch itself)"},
     {"corpus", &MutateOptions::corpus, "corpus folder (default: the source tree's corpus/)"}};
 
 bool is_mutate_report_file(std::string_view name) { return name == "mutation.json" || name == "summary.md"; }
@@ -83,6 +85,7 @@ int mutate_command(const std::vector<std::string>& argv) {
                                         args->seed,
                                         args->coverage_json,
                                         args->whole_gate,
+                                        args->cold_adapters,
                                         args->corpus.value_or(install::corpus_dir().string()),
                                         std::filesystem::read_symlink("/proc/self/exe", ec).string()};
   std::ostream& progress = args->json ? std::cerr : std::cout;

@@ -205,6 +205,20 @@ std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Ch
   return results;
 }
 
+std::vector<CheckResult> results_without_target(const std::vector<Check>& checks, const ReproToken& base,
+                                                const std::string& why) {
+  std::vector<CheckResult> out;
+  const auto result = [&](std::string group, std::string name, Outcome outcome, std::string detail) {
+    CheckResult r{std::move(group), std::move(name), CheckAnswer{outcome, std::move(detail)}, base};
+    r.token.check = gate_check_name(r.group, r.name);
+    r.never_ran = true;
+    return r;
+  };
+  out.push_back(result("megatron", "imports", Outcome::failed, why));
+  for (const Check& c : checks) out.push_back(result(c.group, c.name, Outcome::not_run, std::string(kDoesNotImport)));
+  return out;
+}
+
 bool has_repro(const CheckResult& r) {
   return !r.never_ran && (r.answer.outcome == Outcome::failed || r.answer.outcome == Outcome::known_finding ||
                           r.answer.outcome == Outcome::harness_error || r.answer.outcome == Outcome::timeout);

@@ -162,6 +162,10 @@ std::string progress_word(const CheckResult& r);
 std::vector<CheckResult> run_checks(Implementation& target, const std::vector<Check>& checks, const ReproToken& base,
                                     const KnownFindings& known, std::ostream& progress,
                                     const std::function<void(const Check&)>& before_each = {});
+/// The verdicts of a gate whose target does not import (Megatron's own module raised at import, `why`): the check
+/// gate/megatron/imports FAILED (nothing to replay but the gate) and every check NOT RUN for that reason.
+std::vector<CheckResult> results_without_target(const std::vector<Check>& checks, const ReproToken& base,
+                                                const std::string& why);
 /// A table of groups with counts per outcome, then every failure's detail and every NOT RUN reason.
 std::string summary_table(const std::vector<CheckResult>& results);
 

@@ -67,6 +67,14 @@ std::string verdict_text(const Result<MegatronValidation>& v) {
   return v->assertion ? "assertion" : (v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)");
 }
 
+/// One more shard's rows on the row axis of `t`'s global shape, its fragment count with it (the local shape has no
+/// prepended layer axes, the global shape and the fragments have).
+void grow_rows(ShardedTensor& t) {
+  const auto row_axis = static_cast<std::size_t>(t.prepend_axis_num);
+  t.global_shape[row_axis] += t.local_shape[0];
+  if (t.axis_fragmentations) (*t.axis_fragmentations)[row_axis] += 1;
+}
+
 /// Named edits of a valid save, each a mistake Megatron's validation does (or does not) see.
 std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> planted_mistakes() {
   const auto tensor_named = [](GlobalMetadata& m, std::int64_t rank, const std::string& suffix) -> ShardedTensor* {
@@ -117,6 +125,13 @@ std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> plante
          ShardedTensor* qkv = tensor_named(m, 1, "linear_qkv.weight");
          qkv->global_offset[qkv->prepend_axis_num] += 1;  // the row axis: prepended (layer) axes are not checked
        }},
+      // Two ranks disagreeing on a key's global shape, each way round: Megatron compares every rank's shape with
+      // the first rank's, so only a larger first shape tells an equality from an ordering (the campaign's
+      // survivor at validation.py's `_validate_sharding_for_key`).
+      {"qkv's global shape one shard larger on rank 0 than on rank 1",
+       [=](GlobalMetadata& m) { grow_rows(*tensor_named(m, 0, "linear_qkv.weight")); }},
+      {"qkv's global shape one shard larger on rank 1 than on rank 0",
+       [=](GlobalMetadata& m) { grow_rows(*tensor_named(m, 1, "linear_qkv.weight")); }},
       {"extra-state object missing",
        [](GlobalMetadata& m) {
          std::erase_if(m.objects,

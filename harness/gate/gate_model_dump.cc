@@ -46,6 +46,22 @@ DumpConfig config(std::string name, ModelKind model, const std::string& pattern,
   return {std::move(name), spec, std::move(ranks)};
 }
 
+/// Replicas across DP and CP: of GTP shards (the reference deciding which one is main), of experts.
+std::vector<DumpConfig> replica_layouts() {
+  using M = ModelKind;
+  return {
+      // GTP x DP 2: each GTP shard's DP replicas, the reference deciding which one is main (d = 0).
+      config("hybrid_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gdp_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2, .gdp = true}, {0, 1, 2, 3}),
+      // CP 2 (no attention layer: the local attention refuses CP > 1): the CP ranks are replicas, also of GTP
+      // shards and of experts.
+      config("hybrid_cp2_tp2", M::hybrid, "M-M-", {.tp = 2, .cp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gtp2_cp2", M::hybrid, "M-M-", {.gtp = 2, .cp = 2}, {0, 1, 2, 3}),
+      config("hybrid_gdp_gtp2_cp2", M::hybrid, "M-", {.gtp = 2, .cp = 2, .gdp = true}, {0, 1, 2, 3}),
+      config("hybrid_moe_ep2_cp2", M::hybrid, "M-E-", {.ep = 2, .experts = 4, .cp = 2}, {0, 1, 2, 3}),
+  };
+}
+
 /// Every rank of small worlds, so each replica id and offset is seen (docs/spec-addendum.md I).
 std::vector<DumpConfig> curated() {
   using M = ModelKind;
@@ -88,11 +104,6 @@ std::vector<DumpConfig> curated() {
       config("hybrid_gdp_tp2", M::hybrid, "M*-", {.tp = 2, .layer_norm = true, .gdp = true}, {0, 1}),
       config("hybrid_gdp_gtp2", M::hybrid, "M*-", {.gtp = 2, .gdp = true}, {0, 1}),
       config("hybrid_gdp_gtp2_tp2", M::hybrid, "M*-", {.tp = 2, .gtp = 2, .gdp = true}, {0, 1, 2, 3}),
-      // GTP x DP 2: each GTP shard's DP replicas, the reference deciding which one is main (d = 0).
-      config("hybrid_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2}, {0, 1, 2, 3}),
-      config("hybrid_gdp_gtp2_dp2", M::hybrid, "M*-", {.gtp = 2, .dp = 2, .gdp = true}, {0, 1, 2, 3}),
-      // CP 2 (no attention layer: the local attention refuses CP > 1): the CP ranks are replicas.
-      config("hybrid_cp2_tp2", M::hybrid, "M-M-", {.tp = 2, .cp = 2}, {0, 1, 2, 3}),
       config("hybrid_gdp_optimizer", M::hybrid, "M*E|M-", {.pp = 2, .experts = 4, .optimizer = true, .gdp = true},
              {0, 1}),
       // GTP with experts, pipe segments and virtual stages, the distributed optimizer; TP 4.
@@ -261,6 +272,7 @@ Result<Violations> compare_config(Implementation& target, const DumpConfig& c) {
 
 std::vector<Check> model_dump_checks(std::uint64_t seed, std::int64_t generated_count) {
   std::vector<DumpConfig> configs = curated();
+  for (DumpConfig& c : replica_layouts()) configs.push_back(std::move(c));
   for (DumpConfig& c : generated(seed, generated_count)) configs.push_back(std::move(c));
   std::vector<Check> out;
   for (DumpConfig& c : configs) {

@@ -57,6 +57,25 @@ Violation violation(std::string kind, std::string key) { return {kind, key, kind
 
 // ---- reading corpus/findings/*.finding ----------------------------------------------------------------
 
+TEST(GateWithoutTarget, AMegatronThatDoesNotImportFailsOneCheckAndRunsNoOther) {
+  const std::vector<Check> checks = {Check::simple("pattern", "a", [](Implementation&) { return std::string(); }),
+                                     Check::simple("roundtrip", "b", [](Implementation&) { return std::string(); })};
+  ReproToken base;
+  base.options["target"] = "megatron";
+  const auto results = results_without_target(checks, base, "Megatron does not import: NameError");
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].token.check, "gate/megatron/imports");
+  EXPECT_EQ(results[0].answer.outcome, Outcome::failed);
+  EXPECT_EQ(results[0].answer.detail, "Megatron does not import: NameError");
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].token.check, checks[i - 1].check_name());
+    EXPECT_EQ(results[i].answer.outcome, Outcome::not_run);
+    EXPECT_EQ(results[i].token.options.at("target"), "megatron");
+  }
+  EXPECT_EQ(verdict_line(1, results), "gate: FAILED (1 failed, 0 passed, 2 not run)");
+  EXPECT_FALSE(has_repro(results[0]));  // nothing to replay but the gate itself
+}
+
 TEST(KnownFindingFiles, ViolationLinesAreKindThenTheRestOfTheLineAsKey) {
   Corpus corpus;
   corpus.pin("r1.megatron.finding", kMegatron,

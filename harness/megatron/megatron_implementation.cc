@@ -90,7 +90,12 @@ Result<std::unique_ptr<MegatronImplementation>> MegatronImplementation::start(Me
   if (!reply_text.ok()) return reply_text.error().with_context("starting the Megatron adapter");
   IH_TRY_ASSIGN(reply, adapter_reply(*reply_text));
   if (!reply["ok"].get<bool>()) {
-    const Error error = json::error_from_json(reply.value("error", json::Json::object()));
+    const json::Json why = reply.value("error", json::Json::object());
+    const Error error = json::error_from_json(why);
+    // Megatron's own module raised while being imported (the adapter tells it from a missing dependency).
+    if (why.value("kind", "") == "megatron_error")
+      return make_error(seam_kind::does_not_import,
+                        std::string(kDoesNotImport) + ": " + why.value("message", std::string()));
     return make_error(seam_kind::harness_error,
                       "the Megatron adapter cannot serve (is torch and megatron.core installed? "
                       "run `bash ci/install-megatron.sh`): " +

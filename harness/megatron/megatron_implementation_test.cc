@@ -127,6 +127,18 @@ TEST(MegatronClientHandshake, AnAdapterThatCannotServeIsAHarnessErrorSayingWhatT
   EXPECT_TRUE(contains(started.error().message, "ci/install-megatron.sh")) << started.error().message;
 }
 
+TEST(MegatronClientHandshake, AMegatronWhoseOwnModuleRaisesAtImportDoesNotImportAVerdictOnMegatron) {
+  FakeAdapter fake;
+  fake.hello = R"j({"ok": false, "error": {"kind": "megatron_error", "message": "NameError: name 'X' is not )j"
+               R"j(defined (at megatron/core/dist_checkpointing/mapping.py:9 in <module>)"}})j";
+  const auto started = fake.start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.error().kind, seam_kind::does_not_import);
+  EXPECT_EQ(started.error().message,
+            "Megatron does not import: NameError: name 'X' is not defined (at "
+            "megatron/core/dist_checkpointing/mapping.py:9 in <module>)");
+}
+
 TEST(MegatronClientHandshake, AHelloThatNeverComesIsATimeout) {
   FakeAdapter fake;
   fake.hello = "!hang";

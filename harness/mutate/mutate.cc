@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "models/text.h"
+#include "seam/error_kinds.h"
 
 namespace ih::mutate {
 
@@ -143,6 +144,9 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
   Judgement j;
   if (run.timed_out) return {Outcome::timeout, {}, "the mutant's gate ran past its deadline"};
   if (!run.verdicts) return {Outcome::incompetent, {}, run.why};
+  for (const auto& [name, verdict] : *run.verdicts)  // a module that no longer imports is no kill (issue 32)
+    if (verdict.outcome == "failed" && verdict.detail.find(kDoesNotImport) != std::string::npos)
+      return {Outcome::incompetent, {}, name + ": " + verdict.detail.substr(0, verdict.detail.find('\n'))};
   std::string timed_out, no_verdict;
   for (const auto& [name, clean_verdict] : clean) {
     const auto found = run.verdicts->find(name);

@@ -8,6 +8,7 @@
 #include "harness/coverage/coverage_collect.h"
 #include "harness/install/data_dir.h"
 #include "harness/megatron/megatron_implementation.h"
+#include "harness/mutate/warm_adapters.h"
 #include "harness/process/child_run.h"
 #include "harness/process/run_scope.h"
 
@@ -178,6 +179,7 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
     m.checks.assign(reaching.begin(), reaching.end());
   }
   const std::vector<std::string> all_checks = sorted_union(result.mutants);
+  WarmAdapters warm = WarmAdapters::start(o.cold_adapters, o.tree, progress);
   progress << "INFO: " << result.mutants.size() << " mutants of " << result.positions << " positions; the clean tree"
            << " first ("
            << (o.whole_gate ? std::string("the whole gate") : std::to_string(all_checks.size()) + " checks") << ")\n"
@@ -186,6 +188,7 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   if (!clean.first.verdicts)
     return make_error(seam_kind::harness_error, "the clean tree's checks gave no report: " + clean.first.why);
   result.clean_seconds = clean.second;
+  warm.check(progress);
   // A mutant may be slower than the clean tree, not endlessly: three times its run and a minute.
   const milliseconds deadline(static_cast<std::int64_t>(3'000 * clean.second) + 60'000);
   for (std::size_t i = 0; i < result.mutants.size(); ++i) {
@@ -198,7 +201,9 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
     progress << to_string(m.judgement.outcome) << (m.judgement.note.empty() ? "" : " (" + m.judgement.note + ")")
              << "\n"
              << std::flush;
+    warm.check(progress);
   }
+  if (!warm.summary().empty()) progress << "INFO: " << warm.summary() << "\n";
   return result;
 }
 

@@ -1,6 +1,7 @@
 // Runs a mutation campaign: coverage -> lines -> cosmic-ray's mutants -> each in an overlay, judged by the
 // checks that reach its line, run by the gate itself (`interop-harness gate --checks-from`) in a child
-// process with a deadline: one adapter per overlay, so no mutated module outlives its mutant.
+// process with a deadline: one adapter per overlay, so no mutated module outlives its mutant (each forked warm
+// from the campaign's fork server, warm_adapters.h, importing Megatron afresh).
 #pragma once
 
 #include <optional>
@@ -19,6 +20,7 @@ struct CampaignOptions {
   std::int64_t max_mutants = 20, seed = 1;
   std::optional<std::string> coverage_json;  // none: a `gate --coverage` run makes it
   bool whole_gate = false;                   // every mutant runs the whole gate (bench: selection's speedup)
+  bool cold_adapters = false;                // no fork server: every adapter imports torch itself (bench, tests)
   std::string corpus;                        // corpus/ (mutation-equivalent/)
   std::string self;                          // the interop-harness executable
 };

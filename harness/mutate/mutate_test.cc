@@ -90,6 +90,21 @@ TEST(ChecksReaching, TheLinesContextsOrForImportLinesTheFilesChecks) {
 
 MutantRun ran(GateVerdicts verdicts) { return {false, std::move(verdicts), ""}; }
 
+TEST(Judge, AMutantWhoseModuleNoLongerImportsIsIncompetentNeverAKill) {
+  const GateVerdicts clean{{"p", {"passed", "", 1}}, {"q", {"passed", "", 1}}};
+  // An optional module: the checks that need it fail as Megatron's, saying so.
+  GateVerdicts v = clean;
+  v["p"] = {"failed", "Megatron does not import: gtp_padding needs cannot import megatron.core.ssm.x", 1};
+  const auto j = judge(clean, ran(v), "/o", "/t");
+  EXPECT_EQ(j.outcome, Outcome::incompetent);
+  EXPECT_TRUE(j.killed_by.empty());
+  // megatron.core itself: the gate's imports check fails and every other check is not run.
+  v = {{"gate/megatron/imports", {"failed", "Megatron does not import: NameError", 0}},
+       {"p", {"not_run", "Megatron does not import", 0}},
+       {"q", {"not_run", "Megatron does not import", 0}}};
+  EXPECT_EQ(judge(clean, ran(v), "/o", "/t").outcome, Outcome::incompetent);
+}
+
 TEST(Judge, KilledOnlyByAFailureTheCleanTreeDidNotShow) {
   const GateVerdicts clean{{"p", {"passed", "", 1}}, {"k", {"known_finding", "R1 rows", 1}}, {"f", {"failed", "x", 1}}};
   // A known finding matched as before and an unpinned failure with the same detail kill nothing.

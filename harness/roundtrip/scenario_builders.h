@@ -76,6 +76,7 @@ Result<WorldScenario> real_hybrid_hybrid_gtp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gdp_gtp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gtp_dp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gdp_gtp_dp(WorldScenario s, WorldSizes sizes);
+Result<WorldScenario> real_hybrid_hybrid_dp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_cp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_gpt_hybrid_cp(WorldScenario s, WorldSizes sizes);
 Result<WorldScenario> real_hybrid_hybrid_gtp_tp2(WorldScenario s, WorldSizes sizes);

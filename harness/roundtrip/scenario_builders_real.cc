@@ -229,6 +229,14 @@ Result<WorldScenario> real_hybrid_hybrid_gdp_gtp_dp(WorldScenario s, WorldSizes 
   return laid_out(std::move(s), with_gdp_mixers(hybrid_gtp_dp_models(sizes)));
 }
 
+Result<WorldScenario> real_hybrid_hybrid_dp(WorldScenario s, WorldSizes sizes) {
+  if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need DP 2");
+  RealModels m = hybrid_to_hybrid(sizes.save / 2, sizes.load / 2);
+  m.save.sizes.dp = m.load.sizes.dp = 2;
+  m.save.sizes.etp = m.save.sizes.tp, m.load.sizes.etp = m.load.sizes.tp;
+  return laid_out(std::move(s), m);
+}
+
 // No attention layer: Megatron's local DotProductAttention refuses CP > 1 (TEDotProductAttention needs CUDA).
 Result<WorldScenario> real_hybrid_hybrid_cp(WorldScenario s, WorldSizes sizes) {
   if (sizes.save < 2 || sizes.load < 2) return cannot_lay_out(s.name, sizes, "both worlds need CP 2");

@@ -100,6 +100,10 @@ constexpr ScenarioRow kScenarios[] = {
     {"real_hybrid_hybrid_gdp_gtp_dp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_gdp_gtp_dp,
      "Megatron's HybridModel M*-M*- with GatedDeltaProduct mixers at TP 1 x GTP 2 x DP = ranks / 2 on both sides "
      "(p = 16): the gathered GDP in_proj and every GTP shard with DP replicas, one main replica each, DP change"},
+    {"real_hybrid_hybrid_dp_parallel", K::real_hybrid_hybrid, P::fully_parallel, InAll::yes, "",
+     b::real_hybrid_hybrid_dp,
+     "Megatron's HybridModel M*-M*- at DP 2 x TP = ranks / 2 on both sides, saved and loaded through Megatron's "
+     "fully parallel strategies (each DP rank reads its share, exchange_utils hands on the rest), TP change"},
     {"real_hybrid_hybrid_cp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_cp,
      "Megatron's HybridModel M-M- (Mamba and MLP layers, no attention) at CP 2 x TP = ranks / 2 on both sides: "
      "the CP ranks hold replicas (replica ids over the DP x CP group), TP change"},

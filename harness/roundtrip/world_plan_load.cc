@@ -178,7 +178,7 @@ Status write_load_ranks(const ScenarioPlanner& planner, const SavedKeys& saved, 
   // A DistributedOptimizer's own states after its load_state_dict (past finding F) are held to the same oracle as
   // what Megatron's load returned (docs/roundtrip.md, "The DistributedOptimizer"); load_checkpoint's are not dumped.
   const bool after_load_state_dict =
-      planner.scenario().distributed_optimizer() && planner.scenario().load_path == LoadPath::dist_checkpointing;
+      planner.scenario().distributed_optimizer() && planner.scenario().load_path != LoadPath::training;
   for (std::int64_t r = 0; r < planner.ranks(Side::load); ++r) {
     IH_TRY_ASSIGN(entries, planner.rank_entries(Side::load, r));
     IH_TRY_ASSIGN(plan, load_rank_plan({planner, saved, oracle, r}, entries));

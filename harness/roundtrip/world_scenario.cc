@@ -10,7 +10,9 @@ constexpr std::pair<ScenarioKind, std::string_view> kScenarioKindNames[] = {
     {ScenarioKind::real_hybrid_hybrid, "real_hybrid_hybrid"}};
 
 constexpr std::pair<LoadPath, std::string_view> kLoadPathNames[] = {
-    {LoadPath::dist_checkpointing, "dist_checkpointing"}, {LoadPath::training, "training"}};
+    {LoadPath::dist_checkpointing, "dist_checkpointing"},
+    {LoadPath::training, "training"},
+    {LoadPath::fully_parallel, "fully_parallel"}};
 
 constexpr std::pair<GtpMixer, std::string_view> kMixerWords[] = {{GtpMixer::gdp, "gdp"}, {GtpMixer::mamba, "mamba"}};
 

@@ -65,8 +65,12 @@ enum class LoadPath {
   /// megatron.training.checkpointing.save_checkpoint / load_checkpoint under Megatron's parsed args: its own
   /// GPT -> hybrid setup (`_maybe_setup_gpt_to_hybrid_load`) retargets, and it loads the model itself.
   training,
+  /// dist_checkpointing.save / load through Megatron's fully parallel strategy wrappers over the DP x CP group
+  /// (training's --ckpt-fully-parallel-save / --ckpt-fully-parallel-load): each DP rank writes and reads its
+  /// share of the main replicas and receives the rest by exchange (dist_checkpointing/exchange_utils.py).
+  fully_parallel,
 };
-/// The plan's word for a load path: "dist_checkpointing", "training".
+/// The plan's word for a load path: "dist_checkpointing", "training", "fully_parallel".
 std::string_view to_string(LoadPath path);
 
 /// Where the worlds run their collectives (the plan's "device", `roundtrip --device`).

@@ -30,7 +30,7 @@ def test_a_planted_mutant_against_its_base_lists_the_worse_checks_first(run, tmp
     assert lines[1] == "WORSE gate/pinned-layer-maps/'M*-M*E': FAILED (base: ok) new_failure"
     assert lines[3] == "WORSE gate/properties/error_parity: FAILED (base: ok) new_failure"
     assert out.splitlines()[-1] == (
-        "gate: FAILED (2 failed, 121 passed, 4 known findings), against base: 2 worse, 0 better, 0 other")
+        "gate: FAILED (2 failed, 124 passed, 4 known findings), against base: 2 worse, 0 better, 0 other")
     with open(os.path.join(report, "report.json")) as f:
         written = json.load(f)
     assert written["base"]["target"] == "reference" and written["base"]["exit_code"] == 0

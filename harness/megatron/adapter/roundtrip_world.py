@@ -47,7 +47,8 @@ if HERE not in sys.path:
     sys.path.insert(1, HERE)
 
 from megatron_adapter import coverage_run, patches  # noqa: E402
-from megatron_adapter.roundtrip.failures import error_entry  # noqa: E402
+from megatron_adapter.megatron_import import DOES_NOT_IMPORT, raised_by_megatron, where_raised  # noqa: E402
+from megatron_adapter.roundtrip.failures import error_entry, staged  # noqa: E402
 from megatron_adapter.roundtrip.plan import read_json, write_atomic  # noqa: E402
 from megatron_adapter.roundtrip.rank import World, exit_with_parent  # noqa: E402
 
@@ -63,6 +64,8 @@ def run(args):
     res = world.result
     res["megatron_version"], res["torch_version"] = M.megatron_version, torch.__version__
     if M.interop is None:
+        if "interop" in M.broken_imports:  # Megatron's own module raised at import: its failure
+            raise staged(ImportError(f"{DOES_NOT_IMPORT}: {M.broken_imports['interop']}"), "start", "megatron_error")
         raise RuntimeError("this Megatron lacks gpt_checkpoint_interop: " + json.dumps(M.import_errors))
     device = world.device
     if device == "cuda":
@@ -152,6 +155,17 @@ def run_scenario(world, scenario):
     return True
 
 
+def start_error_text(exc):
+    text = f"{type(exc).__name__}: {exc}"
+    return f"{DOES_NOT_IMPORT}: {text} (at {where_raised(exc)})" if raised_by_megatron(exc) else text
+
+
+def start_error_kind(exc):
+    """A rank that failed before its first scenario: Megatron's failure where its own code raised importing (or
+    the raiser said so), else the harness's (its setup, the environment)."""
+    return getattr(exc, "_ih_kind", None) or ("megatron_error" if raised_by_megatron(exc) else "harness_error")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", required=True)
@@ -173,7 +187,7 @@ def main():
                             f"{os.environ.get('OMPI_COMM_WORLD_RANK', '0')}.json")
         try:
             res = read_json(path) if os.path.exists(path) else {"scenarios": []}
-            res["error"] = {"kind": "harness_error", "stage": "start", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            res["error"] = {"kind": start_error_kind(exc), "stage": "start", "message": start_error_text(exc)[:2000]}
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_atomic(path, res)
         except OSError:

@@ -37,6 +37,9 @@ def start():
                             source=[os.environ[SOURCE_ENV]], config_file=False, auto_data=False)
     cov.set_option("run:parallel", True)  # forked children get a file of their own too
     cov.set_option("run:patch", ["fork"])
+    # The harness ends a world past its timeout with SIGTERM before SIGKILL: a rank that still runs Python then
+    # writes what it ran. A rank killed outright writes nothing, so its lines count as not run, never as run.
+    cov.set_option("run:sigterm", True)
     cov.set_option("run:disable_warnings", ["no-sysmon-context", "module-not-measured", "no-data-collected"])
     cov.start()
     os.register_at_fork(after_in_child=lambda: _state.update(context=None))  # the child's coverage starts afresh

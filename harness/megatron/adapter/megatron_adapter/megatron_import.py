@@ -2,6 +2,7 @@
 
 import os
 import sys
+import traceback
 import types
 
 
@@ -21,15 +22,58 @@ OPTIONAL = {
 }
 
 
+# Every message of a Megatron whose own code raised at import starts so (the harness's mutate tells such a mutant
+# incompetent by it, docs/adapter-protocol.md).
+DOES_NOT_IMPORT = "Megatron does not import"
+
+
+def raised_by_megatron(exc):
+    """Whether `exc`, raised while importing Megatron, is Megatron's own failure: raised in a frame of a megatron/
+    package (a module of the tree raising at import), not an import of a module outside megatron (a dependency
+    the environment lacks) nor in the adapter's own code."""
+    if isinstance(exc, ImportError) and (exc.name or "megatron").split(".")[0] != "megatron":
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return bool(frames) and os.sep + "megatron" + os.sep in frames[-1].filename \
+        and not os.path.abspath(frames[-1].filename).startswith(here)
+
+
+def where_raised(exc):
+    """'file:line in function' of the frame that raised `exc`, the path from its megatron/ folder on."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    path = frame.filename
+    return f"{path[path.rfind(os.sep + 'megatron' + os.sep) + 1:]}:{frame.lineno} in {frame.name}"
+
+
+def require_importable(M, modules, what):
+    """OpError megatron_error when one of the namespace's `modules` raised while Megatron imported it."""
+    from megatron_adapter.errors import OpError
+    broken = sorted(set(modules) & set(M.broken_imports))
+    if broken:
+        raise OpError("megatron_error", f"{DOES_NOT_IMPORT}: {what} needs "
+                                        + "; ".join(M.broken_imports[name] for name in broken))
+
+
+def world_start_error(M, exc, what):
+    """The OpError of a world that did not start: Megatron's failure where some of its modules raised at import
+    (every world worker imports them, its patches check them), else the harness's own."""
+    from megatron_adapter.errors import OpError
+    broken = getattr(M, "broken_imports", {})  # a pool without a namespace imported nothing itself
+    if broken:
+        return OpError("megatron_error", f"{DOES_NOT_IMPORT}: {what}: " + "; ".join(broken.values()))
+    return OpError("harness_error", f"{what}: {exc}")
+
+
 def load_megatron(megatron_path):
     """Imports Megatron; returns a namespace of modules and helpers, or raises ImportError.
     Optional modules that fail to import are recorded in import_errors (their ops answer
-    "unsupported")."""
+    "unsupported"), and in broken_imports where Megatron's own code raised (their ops fail)."""
     if megatron_path:
         _put_first_on_path(megatron_path)
     import torch
 
-    M = types.SimpleNamespace(torch=torch, import_errors={})
+    M = types.SimpleNamespace(torch=torch, import_errors={}, broken_imports={})
     import megatron.core  # noqa: F401 - the fatal one
     M.megatron_version = _megatron_version()
     M.megatron_path = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(megatron.core.__file__))))
@@ -42,6 +86,17 @@ def load_megatron(megatron_path):
     M.candidate = {}  # the candidate's install report (Server.__init__), {} without --candidate
     M.call_split_factory, M.swiglu_factory, M.find_gtp_split_factory = _calls(M)
     return M
+
+
+def modules_outside(megatron_path):
+    """The modules that load_megatron(megatron_path) loads from outside Megatron (torch's, numpy's, ...), in the
+    order they were loaded: what a warm process may import before any tree's Megatron (fork_server.py)."""
+    before = set(sys.modules)
+    M = load_megatron(megatron_path)
+    root = os.path.join(os.path.realpath(M.megatron_path), "")
+    return [name for name, module in list(sys.modules.items())
+            if name not in before and name != "megatron" and not name.startswith("megatron.")
+            and not os.path.realpath(getattr(module, "__file__", None) or "/").startswith(root)]
 
 
 def _put_first_on_path(megatron_path):
@@ -75,6 +130,8 @@ def _optional_modules(M):
         except Exception as exc:  # noqa: BLE001 - a missing optional module means "unsupported"
             setattr(M, name, None)
             M.import_errors[name] = f"cannot import {module}: {type(exc).__name__}: {exc}"
+            if raised_by_megatron(exc):
+                M.broken_imports[name] = f"{M.import_errors[name]} (at {where_raised(exc)})"
             log(M.import_errors[name])
 
 

@@ -23,7 +23,8 @@ import sys
 
 from megatron_adapter import coverage_run, mutants, patches
 from megatron_adapter.errors import BadRequest, OpError, Unsupported
-from megatron_adapter.megatron_import import load_megatron, log
+from megatron_adapter.megatron_import import (load_megatron, log, raised_by_megatron, require_importable,
+                                              where_raised)
 from megatron_adapter.ops.context import OpContext
 from megatron_adapter.registry import OPS, REQUIREMENTS
 
@@ -74,7 +75,11 @@ ALWAYS = ["hello", "mutants", "mutate"]
 
 
 def _has(M, path):
+    """Whether the namespace has `path`, or has its module only broken (Megatron's code raised importing it: the
+    op is served, and fails, rather than answered unsupported)."""
     mod_name, _, attr = path.partition(".")
+    if mod_name in M.broken_imports:
+        return True
     mod = getattr(M, mod_name, None)
     return mod is not None and (not attr or hasattr(mod, attr))
 
@@ -86,6 +91,7 @@ class Server:
     def __init__(self, megatron_path, candidate=None, fixes=()):
         self.M = None
         self.load_error = None
+        self.load_error_kind = None
         self.greeted = False
         self.mutant = None
         self.fixes = []
@@ -102,6 +108,10 @@ class Server:
                 self.fixes = [{"name": row["name"], "what": row["why"]} for row in applied.rows]
         except Exception as exc:  # noqa: BLE001 - reported to the harness in every reply
             self.load_error = f"{type(exc).__name__}: {exc}"
+            # Megatron's own module raising at import is Megatron's failure; anything else is the environment's.
+            self.load_error_kind = "megatron_error" if raised_by_megatron(exc) else "megatron_import"
+            if self.load_error_kind == "megatron_error":
+                self.load_error += f" (at {where_raised(exc)})"
             log("cannot import megatron.core:", self.load_error)
         if self.M is not None:
             self.ctx = OpContext(self.M)
@@ -162,7 +172,7 @@ class Server:
             if req.get("protocol") != PROTOCOL:
                 raise OpError("protocol_mismatch", f"this adapter speaks protocol {PROTOCOL}")
             if self.M is None:
-                raise OpError("megatron_import", self.load_error)
+                raise OpError(self.load_error_kind, self.load_error)
             self.greeted = True
             return {"protocol": PROTOCOL, "megatron_version": self.M.megatron_version,
                     "torch_version": self.M.torch.__version__, "megatron_path": self.M.megatron_path,
@@ -189,6 +199,7 @@ class Server:
             reasons = [self.M.import_errors.get(p.split(".")[0], f"{p} missing") for p in missing]
             raise Unsupported(f"{op} needs {', '.join(missing) or 'a function'} not in megatron-core "
                               f"{self.M.megatron_version}: {'; '.join(reasons) or 'not present'}")
+        require_importable(self.M, {p.split(".")[0] for p in REQUIREMENTS.get(op, ())}, op)
         return entry.handler(self.ctx, req), False
 
     def reply(self, line):

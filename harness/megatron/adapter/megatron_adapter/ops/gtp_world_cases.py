@@ -6,6 +6,7 @@ import candidates
 from megatron_adapter.error_kinds import ELECTION_FAILURE_KINDS, kind_of
 from megatron_adapter.errors import BadRequest, OpError, Unsupported, is_int, boolean, field, integer, opt, \
     str_list_field, string
+from megatron_adapter.megatron_import import require_importable, world_start_error
 from megatron_adapter.worlds import gloo_worlds
 from megatron_adapter.worlds import worker_context
 
@@ -75,7 +76,7 @@ def start_world(pool, tp, gtp, dp):
     try:
         return pool.get(tp, gtp, dp, None)
     except gloo_worlds.WorldError as exc:
-        raise OpError("harness_error", f"[world_failed] {exc}")
+        raise world_start_error(pool.M, exc, "[world_failed]")
 
 
 class GtpWorldCases:
@@ -92,6 +93,7 @@ class GtpWorldCases:
 
     def world(self, p):
         """The world of a request's (tp_size, gtp_size) layout; unsupported without GTP and GDP."""
+        require_importable(self.M, ("gdp", "gtp"), "a GTP world")
         if not gtp_available(self.M) or not hasattr(self.M.gdp, "GatedDeltaProductMixer"):
             raise Unsupported("GTP needs megatron.core.ssm.gated_delta_product and tensor_parallel."
                      "generalized_tensor_parallelism, not in megatron-core " + str(self.M.megatron_version))

@@ -5,6 +5,7 @@ gloo worlds (one per world size, reused across requests); the task is worlds/mod
 import json
 
 from megatron_adapter.errors import BadRequest, OpError, Unsupported
+from megatron_adapter.megatron_import import world_start_error
 from megatron_adapter.real_models import factory
 from megatron_adapter.worlds import gloo_worlds
 
@@ -53,7 +54,7 @@ def _build_all_ranks(ctx, req, size):
     try:
         world = ctx.worlds.get(tp=size, gtp=1, dp=1)
     except gloo_worlds.WorldError as exc:
-        raise OpError("harness_error", f"the world for the real model did not start: {exc}")
+        raise world_start_error(ctx.M, exc, "the world for the real model did not start")
     try:
         return world.run("real_model_dump", dict(req))
     except gloo_worlds.WorldTaskError as exc:

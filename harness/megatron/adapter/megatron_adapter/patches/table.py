@@ -13,8 +13,9 @@ Families (the context that needs them):
   distributed_optimizer_load   what finding F lacks, for a second DistributedOptimizer.load_state_dict after the
                      unshimmed one raised F (a real round trip verifies the optimizer's own states past F)
   float16_optimizer  the optimizer_resume tasks' Float16OptimizerWithFloat16Params
-  training, training_run, training_globals   Megatron's training entry points: their CUDA calls, the run's
-                     command line and environment while Megatron parses it, Megatron's global args
+  training, training_run, training_globals, training_load   Megatron's training entry points: their CUDA calls,
+                     the run's command line and environment while Megatron parses it, Megatron's global args,
+                     the tracker's CUDA all-reduce while the run loads
   one_process_ranks  ops that call Megatron code asking torch.distributed for ranks, in one process
   fix                declared optional fixes (--fix NAME), never applied by default
 """
@@ -256,12 +257,11 @@ TRAINING = (
           "validating it answers 0 (pre-Blackwell), so Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1, which "
           "the run sets as Megatron's launch scripts do",
           Snippet(ARGUMENTS, "and get_device_arch_version() < 10:"), to(lambda: 0)),
-    Patch("tracker_cuda_all_reduce", "training", (),
-          "read_metadata all-reduces the tracker file's iteration as a CUDA tensor; nothing is patched: the load "
-          "run names the iteration with --ckpt-step and reads a folder holding a link to the saved iteration's "
-          "folder and no tracker file, so it is never called",
-          Snippet(TRAINING_CKPT, "iters_cuda = torch.tensor([iteration], dtype=torch.long, device='cuda')"), to(),
-          summary="read_metadata avoided (--ckpt-step, no tracker file)"),
+    Patch("tracker_cuda_all_reduce", "training_load", ("torch:tensor",),
+          "load_checkpoint reads the tracker file (read_metadata), whose iteration it all-reduces as a CUDA tensor "
+          "(gloo reduces it as well on the host); while loading, torch.tensor(..., device='cuda') is made on the CPU",
+          Snippet(TRAINING_CKPT, "iters_cuda = torch.tensor([iteration], dtype=torch.long, device='cuda')"),
+          wrapping(s.host_tensor)),
     Patch("training_argv", "training_run", ("sys:argv",),
           "Megatron's parse_args reads the process's command line; while it parses, sys.argv is the run's "
           "(pretrain_<model> and the flags written from the plan's model request)",
@@ -318,6 +318,7 @@ FAMILIES = {
     "training": "Megatron's training entry points (roundtrip --real, load path training)",
     "training_run": "while Megatron parses and validates the training run's args",
     "training_globals": "while the training run saves or loads",
+    "training_load": "while the training run's load_checkpoint runs (roundtrip --real, load path training)",
     "one_process_ranks": "ops that ask torch.distributed for ranks in the adapter's one process (select_segment, "
                          "integrity)",
     "fix": "declared optional fixes (--fix NAME), never applied by default",

@@ -15,9 +15,9 @@ docs/megatron-patches.md), in force while the args are validated, the model save
     get_rng_state answers None, the value --no-save-rng never writes.
   - `validate_args_device_arch`: validate_args reads the GPU's architecture when TP > 1; while validating it
     answers 0, and the run sets CUDA_DEVICE_MAX_CONNECTIONS=1 as Megatron's launch scripts do.
-  - `tracker_cuda_all_reduce`: read_metadata all-reduces the tracker's iteration on a CUDA tensor. The load
-    run names the iteration with Megatron's own --ckpt-step and reads a directory holding the saved
-    iteration's folder but no tracker file (`load_view`), so read_metadata is never reached.
+  - `tracker_cuda_all_reduce` (family "training_load", while load_checkpoint runs): read_metadata all-reduces
+    the tracker's iteration on a CUDA tensor; it is made on the CPU. The load run names no iteration: Megatron
+    finds the saved one in the tracker file its save wrote, as a resumed training run does.
 The run's command line and environment are in force while Megatron parses and validates them ("training_run"),
 and Megatron's global args while the run saves or loads ("training_globals"), each undone after.
 The local linears keep no `_extra_state` (get_extra_state is None, set_extra_state ignores it): so that the
@@ -34,6 +34,11 @@ from megatron_adapter import patches
 
 class TrainingPathError(Exception):
     """The training path cannot be set up from the plan (a harness error)."""
+
+
+class WrongIteration(Exception):
+    """Megatron's load_checkpoint resumed another iteration than its save_checkpoint saved."""
+    _ih_kind = "megatron_error"  # roundtrip/failures.py: raised by the harness, but Megatron's answer is wrong
 
 
 ITERATION = 1
@@ -85,7 +90,7 @@ def argv(req, side, directory, world_size):
         a += ["--save", directory, "--save-interval", ITERATION, "--no-save-rng"] + ([] if optimizer else ["--no-save-optim"])
         a += [flag for flag in FLAGS_IF_KNOWN if flag in known_flags()]
     else:
-        a += ["--load", directory, "--no-load-rng", "--ckpt-step", ITERATION, "--exit-on-missing-checkpoint"]
+        a += ["--load", directory, "--no-load-rng", "--exit-on-missing-checkpoint"]
         a += [] if optimizer else ["--no-load-optim"]
     return [str(x) for x in a]
 
@@ -183,27 +188,15 @@ def save(chunks, optimizer, strings):
         save_checkpoint(ITERATION, chunk_list(chunks), optimizer, None, 0)
 
 
-def load_view(save_dir, view_dir):
-    """A folder holding the saved iteration's folder (a link) and no tracker file (`tracker_cuda_all_reduce`)."""
-    os.makedirs(view_dir, exist_ok=True)
-    target = iteration_dir(save_dir)
-    link = os.path.join(view_dir, os.path.basename(target))
-    try:
-        os.symlink(os.path.abspath(target), link)
-    except FileExistsError:  # another rank of the world made it
-        if os.path.realpath(link) != os.path.realpath(target):
-            raise TrainingPathError(f"{link} exists and is not a link to {target}")
-    return view_dir
-
-
 def load(chunks, optimizer):
     """load_checkpoint into the chunks (strict) and their optimizer (or None); returns {chunk name: the state
     dict each chunk loaded}."""
     from megatron.training.checkpointing import load_checkpoint
-    with patches.applied("training"), recording_loads(chunks, optimizer) as seen:
+    with patches.applied("training", "training_load"), recording_loads(chunks, optimizer) as seen:
         iteration, _ = load_checkpoint(chunk_list(chunks), optimizer, None, strict=True)
-    if iteration != ITERATION:
-        raise TrainingPathError(f"load_checkpoint answered iteration {iteration}, the save wrote {ITERATION}")
+    if iteration != ITERATION:  # Megatron read the tracker file its own save wrote: its answer, not the harness's
+        raise WrongIteration(f"load_checkpoint answered iteration {iteration} from the tracker file; "
+                             f"save_checkpoint saved iteration {ITERATION}")
     missing = set(chunks) - set(seen) | ({"optimizer"} - set(seen) if optimizer is not None else set())
     if missing:
         raise TrainingPathError(f"load_checkpoint loaded nothing into chunk(s) {sorted(missing)}")

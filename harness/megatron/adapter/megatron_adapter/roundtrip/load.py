@@ -42,8 +42,7 @@ def _real_state(world, files):
     chunks, optimizer, sd = states.real_state(world, rank_plan, rank_plan["prefill"], "load", files.oracle)
     if files.training:
         from megatron_adapter.real_models import training_path
-        view = training_path.load_view(files.path("checkpoint"), files.path("load_view"))
-        states.training_args(world, rank_plan, "load", view)
+        states.training_args(world, rank_plan, "load", files.path("checkpoint"))
     return Loading(sd, chunks, optimizer, rank_plan["model"], rank_plan["objects"])
 
 
@@ -225,6 +224,8 @@ def _measured_load(world, files, entry, loading, ckpt):
                 loaded = training_path.load(loading.chunks, loading.optimizer)
         elif files.scenario.get("load_order") == "to_state_dict":
             loaded = checkpoint_files.load_local(world, files.dir, loading.sd)
+        elif files.fully_parallel:
+            loaded = world.dcp.load(loading.sd, ckpt, sharded_strategy=fully_parallel_load(ckpt))
         else:
             loaded = world.dcp.load(loading.sd, ckpt)
     except BaseException as exc:
@@ -234,6 +235,19 @@ def _measured_load(world, files, entry, loading, ckpt):
         world.torch.cuda.synchronize()
     rank.record_peaks(world, entry, cuda, t0)
     return loaded
+
+
+def fully_parallel_load(ckpt):
+    """Megatron's load strategy for `ckpt` wrapped as training's --ckpt-fully-parallel-load wraps it: each rank of
+    the DP x CP group reads its share of the chunks they need alike and receives the rest by exchange. The
+    exchange is Megatron's own `gather_object` algorithm: training's default `broadcast` moves every exchanged
+    tensor to CUDA (exchange_utils.py), which a CPU run cannot; both hand on the same shards."""
+    from megatron.core import parallel_state
+    from megatron.core.dist_checkpointing.serialization import get_default_load_sharded_strategy
+    from megatron.core.dist_checkpointing.strategies.fully_parallel import FullyParallelLoadStrategyWrapper
+    return FullyParallelLoadStrategyWrapper(get_default_load_sharded_strategy(ckpt),
+                                            parallel_state.get_data_parallel_group(with_context_parallel=True),
+                                            exchange_algo="gather_object")
 
 
 def load_scenario(world, scenario, entry):

@@ -6,7 +6,7 @@ import json
 import os
 
 SENTINEL = -1  # what a loaded entry holds before the load: "never written"
-LOAD_PATHS = ("dist_checkpointing", "training")
+LOAD_PATHS = ("dist_checkpointing", "training", "fully_parallel")
 
 
 class PlanError(Exception):
@@ -71,13 +71,13 @@ def fill(torch, shape, segments, device, key_shift):
     return t.to(device)
 
 
-def training_path_of(scenario):
-    """Whether the scenario's worlds call Megatron's training entry points (the plan's "load_path")."""
+def load_path_of(scenario):
+    """Which of Megatron's entry points the scenario's worlds call (the plan's "load_path")."""
     path = scenario.get("load_path")
     if path not in LOAD_PATHS:
         raise PlanError(f'plan.json scenario {scenario.get("name")!r} needs "load_path": one of {LOAD_PATHS}, '
                         f"got {path!r}")
-    return path == "training"
+    return path
 
 
 class ScenarioFiles:
@@ -93,7 +93,12 @@ class ScenarioFiles:
 
     @property
     def training(self):
-        return training_path_of(self.scenario)
+        return load_path_of(self.scenario) == "training"
+
+    @property
+    def fully_parallel(self):
+        """Whether dist_checkpointing's save and load go through Megatron's fully parallel strategy wrappers."""
+        return load_path_of(self.scenario) == "fully_parallel"
 
     @property
     def kind(self):

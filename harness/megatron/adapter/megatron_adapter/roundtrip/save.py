@@ -29,6 +29,11 @@ def _gdp_gtp(world, files, entry):
 def _real(world, files, entry):
     rank_plan = files.rank_plan
     chunks, optimizer, tree = states.real_state(world, rank_plan, rank_plan["fill"], "save", files.oracle)
+    if files.fully_parallel:
+        ckpt = files.path("checkpoint")
+        return save_sd(world, files.dir, entry, tree, read_stored=True,
+                       call=("dist_checkpointing.save (FullyParallelSaveStrategyWrapper)",
+                             lambda: world.dcp.save(tree, ckpt, sharded_strategy=fully_parallel_save(world)), ckpt))
     if not files.training:
         return save_sd(world, files.dir, entry, tree, read_stored=True)
     from megatron_adapter.real_models import training_path
@@ -38,6 +43,16 @@ def _real(world, files, entry):
                    call=("megatron.training.checkpointing.save_checkpoint",
                          lambda: training_path.save(chunks, optimizer, rank_plan["objects"]),
                          training_path.iteration_dir(ckpt)), read_stored=True)
+
+
+def fully_parallel_save(world):
+    """Megatron's default save strategy wrapped as training's --ckpt-fully-parallel-save wraps it: the DP x CP
+    group shares the writes of the chunks its ranks hold alike."""
+    from megatron.core import parallel_state
+    from megatron.core.dist_checkpointing.serialization import get_default_save_sharded_strategy
+    from megatron.core.dist_checkpointing.strategies.fully_parallel import FullyParallelSaveStrategyWrapper
+    return FullyParallelSaveStrategyWrapper(get_default_save_sharded_strategy(),
+                                            parallel_state.get_data_parallel_group(with_context_parallel=True))
 
 
 # The rank plan's "kind" (harness/roundtrip/world_plan.h ScenarioKind) -> how this rank builds and saves it.

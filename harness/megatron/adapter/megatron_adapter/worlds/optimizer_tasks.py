@@ -171,7 +171,11 @@ def task_opt_save(ctx, p):
         with torch.no_grad():
             weight.copy_(_provenance(ctx, p, weight, 0))
             optimizer.init_state_fn(optimizer.optimizer)
-            optimizer.optimizer.state[weight.main_param]["exp_avg"].copy_(_provenance(ctx, p, weight, EXP_AVG_BASE))
+            state = optimizer.optimizer.state[weight.main_param]
+            state["exp_avg"].copy_(_provenance(ctx, p, weight, EXP_AVG_BASE))
+            # As after a training step: torch's Adam keeps a step beside the moments, which its load_state_dict
+            # requires of every parameter with a state (Megatron saves it as the common step).
+            state["step"] = torch.tensor(1.0)
         tree = _trees(ctx, sharded, optimizer, loading=False)
         dist.barrier()
         dist_checkpointing.save(tree, p["dir"])
@@ -192,12 +196,15 @@ def task_opt_load(ctx, p):
                "first_row": ctx.g * int(weight.shape[0]) if gtp_shard else 0}
         try:
             loaded = dist_checkpointing.load(tree, p["dir"])
+            # As training resumes: the optimizer takes its loaded state through its own load_state_dict, so
+            # the exp_avg judged is the one it holds after (Float16OptimizerWithFloat16Params.load_state_dict).
+            optimizer.load_state_dict(loaded["optimizer"])
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - torch's CheckpointException is a BaseException
             if raised_in_harness(exc):
                 raise
             return dict(out, load_error=_cause(exc), megatron_frame=_frame(exc))
-    exp_avg = loaded["optimizer"]["optimizer"]["state"][0]["exp_avg"]
+    exp_avg = optimizer.optimizer.state[weight.main_param]["exp_avg"]
     return dict(out, weight=[float(v) for v in loaded["model"][key][:, 0].float()],
                 exp_avg=[float(v) for v in exp_avg[:, 0].float()])

@@ -43,13 +43,18 @@ DRIVER = textwrap.dedent('''
 ''')
 
 
-def test_contexts_per_switch_and_per_forked_child(tmp_path):
+def stand_in_tree(tmp_path):
+    """A megatron/ package of MODULE, a data folder, and the environment that measures the one into the other."""
     tree, data = tmp_path / "tree", tmp_path / "data"
     (tree / "megatron").mkdir(parents=True)
     data.mkdir()
     (tree / "megatron" / "__init__.py").write_text("")
     (tree / "megatron" / "stand_in.py").write_text(MODULE)
-    env = dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+    return tree, data, dict(os.environ, IH_COVERAGE_DIR=str(data), IH_COVERAGE_SOURCE=str(tree / "megatron"))
+
+
+def test_contexts_per_switch_and_per_forked_child(tmp_path):
+    tree, data, env = stand_in_tree(tmp_path)
     subprocess.run([sys.executable, "-c", DRIVER.format(adapter=ADAPTER, tree=str(tree))], env=env, check=True)
     assert len([f for f in os.listdir(data) if f.startswith(".coverage.")]) == 2  # parent and child
     subprocess.run([sys.executable, "-m", "coverage", "combine", "--quiet", f"--data-file={data}/.coverage",
@@ -69,3 +74,27 @@ def test_without_the_environment_nothing_is_measured(tmp_path):
             "print(coverage_run.current(), 'coverage' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
     assert out.split() == ["None", "False"]
+
+
+TERMINATED = textwrap.dedent('''
+    import os, signal, sys
+    sys.path.insert(1, {adapter!r})
+    from megatron_adapter import coverage_run
+    coverage_run.start()
+    sys.path.insert(0, {tree!r})
+    from megatron import stand_in
+    coverage_run.switch("gate/a/one"); stand_in.never()
+    os.kill(os.getpid(), signal.SIGTERM)  # as the harness ends a world past its timeout, before any save()
+''')
+
+
+def test_a_process_ended_by_sigterm_still_writes_what_it_ran(tmp_path):
+    tree, data, env = stand_in_tree(tmp_path)
+    done = subprocess.run([sys.executable, "-c", TERMINATED.format(adapter=ADAPTER, tree=str(tree))], env=env)
+    assert done.returncode == -15  # it still dies of the signal
+    files = [f for f in os.listdir(data) if f.startswith(".coverage.")]
+    assert len(files) == 1
+    subprocess.run([sys.executable, "-m", "coverage", "json", "--quiet", f"--data-file={data}/{files[0]}",
+                    "-o", str(data / "c.json")], check=True, cwd=tree)
+    report = json.loads((data / "c.json").read_text())["files"]["megatron/stand_in.py"]
+    assert 11 in report["executed_lines"]  # never()'s body

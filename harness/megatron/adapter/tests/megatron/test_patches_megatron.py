@@ -4,6 +4,7 @@ raise when called; each family is in force only inside its block and undone afte
 checkout has (GDP, GTP, the training entry points) are marked `checkout` (ctest megatron_checkout_model_shims,
 megatron_checkout_adapter_pytest)."""
 
+import contextlib
 import os
 import sys
 
@@ -113,8 +114,9 @@ def test_the_gdp_rows_are_in_force_only_for_a_gdp_model_and_are_undone(checkout)
     assert state() == before
 
 
-def _tracker_read_fails(checkpointing):
-    """read_metadata of a tracker file in a one-rank gloo world raises here (its CUDA all-reduce)."""
+@contextlib.contextmanager
+def _tracker_of_iteration(checkpointing, text):
+    """A tracker file holding `text` in a one-rank gloo world (read_metadata all-reduces what it reads)."""
     import socket
     import tempfile
     import torch.distributed as dist
@@ -126,11 +128,17 @@ def _tracker_read_fails(checkpointing):
         with tempfile.TemporaryDirectory() as d:
             tracker = checkpointing.get_checkpoint_tracker_filename(d)
             with open(tracker, "w", encoding="ascii") as f:
-                f.write("1")
-            with pytest.raises((RuntimeError, AssertionError)):
-                checkpointing.read_metadata(tracker)
+                f.write(text)
+            yield tracker
     finally:
         dist.destroy_process_group()
+
+
+def _tracker_read_fails(checkpointing):
+    """read_metadata of a tracker file raises here without the training_load row (its CUDA all-reduce)."""
+    with _tracker_of_iteration(checkpointing, "1") as tracker:
+        with pytest.raises((RuntimeError, AssertionError)):
+            checkpointing.read_metadata(tracker)
 
 
 @pytest.mark.checkout
@@ -159,3 +167,12 @@ def test_the_training_rows_are_in_force_while_applied_and_undone(checkout):
     with training_path.global_args(RUN, "load", "/nowhere", 1, 0):
         assert global_vars.get_args().hybrid_layer_pattern == "M*-" and sys.argv == argv
     assert global_vars._GLOBAL_ARGS is None
+
+
+@pytest.mark.checkout
+def test_the_tracker_is_read_on_the_cpu_while_training_load_is_applied(checkout):
+    from megatron.training import checkpointing
+    for text, read in (("7", (7, False)), ("release", (0, True))):
+        with _tracker_of_iteration(checkpointing, text) as tracker, patches.applied("training_load"):
+            assert checkpointing.read_metadata(tracker) == read
+    _tracker_read_fails(checkpointing)  # undone

@@ -46,10 +46,11 @@ class FakeModule(types.SimpleNamespace):
     __name__ = "fake"
 
 
-def fake_server(monkeypatch, modules):
-    """A greeted Server over a stand-in Megatron namespace holding `modules`."""
-    M = types.SimpleNamespace(import_errors={"gtp": "cannot import gtp: ImportError: no"}, megatron_version="x",
-                              find_gtp_split_factory=lambda: None, candidate={},
+def fake_server(monkeypatch, modules, broken=None):
+    """A greeted Server over a stand-in Megatron namespace holding `modules` (`broken`: {module: why} of the ones
+    whose import Megatron's own code failed)."""
+    M = types.SimpleNamespace(broken_imports=broken or {}, import_errors={"gtp": "cannot import gtp: ImportError: no"},
+                              megatron_version="x", find_gtp_split_factory=lambda: None, candidate={},
                               **{**{m: None for m in NAMESPACE}, **modules})
     monkeypatch.setattr(server, "load_megatron", lambda path: M)
     s = server.Server(None)
@@ -75,6 +76,18 @@ def test_missing_needs_answer_unsupported_before_the_handler(monkeypatch):
     assert reply["ok"] is False and reply["unsupported"] is True
     assert "gtp.gtp_remat_shard_dim0" in reply["error"]["message"] and "ImportError: no" in reply["error"]["message"]
     assert "gtp_padding" in s.unsupported_reasons() and "gtp_padding" not in s.supports()
+
+
+def test_an_op_needing_a_module_megatron_broke_at_import_fails_as_megatrons(monkeypatch):
+    why = "cannot import gtp: NameError: name 'X' is not defined (at megatron/core/gtp.py:3 in <module>)"
+    s = fake_server(monkeypatch, {}, broken={"gtp": why})
+    monkeypatch.setitem(OPS, "gtp_padding", registry.Op(lambda ctx, req: pytest.fail("handler ran"),
+                                                        OPS["gtp_padding"].needs))
+    reply = s.reply(json.dumps({"op": "gtp_padding"}))
+    assert reply["ok"] is False and not reply.get("unsupported")
+    assert reply["error"]["kind"] == "megatron_error" and why in reply["error"]["message"]
+    assert reply["error"]["message"].startswith("Megatron does not import: gtp_padding needs ")
+    assert "gtp_padding" in s.supports() and "gtp_padding" not in s.unsupported_reasons()
 
 
 def test_supports_follows_needs(monkeypatch):
