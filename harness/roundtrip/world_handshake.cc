@@ -148,8 +148,11 @@ std::vector<std::string> WorldHandshake::poll(const std::vector<RankState>& save
       } else {
         ScenarioOutcome r = outcome_before_running(scenarios_[i]);
         r.device = o_.device;
+        // No rank said why (a Megatron failure describing is in its described file): the harness's own fault,
+        // the load world's exit and stderr in the run's faults.
+        r.outcome = Outcome::harness_error;
         r.problems.push_back("not planned: the load world ended before every rank described this scenario");
-        o_.progress("FAIL " + r.name + ": " + r.problems[0]);
+        o_.progress("HARNESS ERROR " + r.name + ": " + r.problems[0]);
         report_.scenarios.push_back(std::move(r));
       }
     }

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "codec/json_codec.h"
@@ -39,8 +41,8 @@ std::optional<Json> read_json_file(const fs::path& path) {
   return std::move(parsed).value();
 }
 
-/// A free TCP port on 127.0.0.1 for torch.distributed's rendezvous (MASTER_PORT).
-Result<int> free_port() {
+/// A port the kernel calls free now.
+Result<int> probe_free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return make_error(seam_kind::harness_error, "socket() failed");
   sockaddr_in addr{};
@@ -56,6 +58,20 @@ Result<int> free_port() {
   const int port = ntohs(addr.sin_port);
   close(fd);
   return port;
+}
+
+/// A free TCP port on 127.0.0.1 for torch.distributed's rendezvous (MASTER_PORT), never one this process handed out
+/// before: the save and load worlds start together (world_handshake.h), and the kernel may give a port closed a
+/// moment ago to the next probe, so two worlds' ranks would meet in one store.
+Result<int> free_port() {
+  static std::mutex handed_lock;
+  static std::set<int> handed;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    IH_TRY_ASSIGN(port, probe_free_port());
+    const std::lock_guard<std::mutex> hold(handed_lock);
+    if (handed.insert(port).second) return port;
+  }
+  return make_error(seam_kind::harness_error, "cannot find a free port not handed out before");
 }
 
 /// Kills the rank processes a world left behind (by the pids they reported), never by name.

@@ -312,6 +312,11 @@ Result<WorldsRun> run_paired_worlds(const std::vector<WorldScenario>& scenarios,
   IH_TRY_ASSIGN(save_world, save.get());
   IH_TRY_ASSIGN(load_worlds, loads.get());
   record_save_faults(save_world, pair, report);
+  for (const WorldOutcome& load : load_worlds.worlds)  // a load world that died before any scenario: say how
+    if (!load.timed_out && load.exit_code != 0 &&
+        std::none_of(names.begin(), names.end(), [&](const std::string& n) { return started(load, n); }))
+      report.faults.push_back("a load world ended (exit " + std::to_string(load.exit_code) +
+                              ") before it started any scenario:\n" + load.stderr_tail);
   report.merge(std::move(load_report));
   planned = handshake.planned();
   return WorldsRun{std::move(save_world), std::move(load_worlds), handshake.loadable()};
