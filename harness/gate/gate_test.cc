@@ -565,5 +565,26 @@ TEST(RealRoundTripCross, EachScenarioRunsSavedByBaseLoadedByNewAndTheOtherWayUnd
   EXPECT_EQ(ran, (std::vector<std::string>{"base-to-new real_a 4->2", "new-to-base real_a 4->2"}));
 }
 
+/// A target that serves everything but real models (as an adapter whose Megatron lacks them says in its hello).
+class NoRealModels : public ReferenceImplementation {
+ public:
+  bool supports(Operation op) const override { return op != Operation::model_state_dict; }
+};
+
+TEST(RealRoundTrip, ATargetThatBuildsNoRealModelIsNotRunAndStartsNoWorld) {
+  bool ran = false;
+  const RealRoundTripRunner runner = [&ran](Implementation&, const std::string&, std::int64_t, std::int64_t) {
+    ran = true;
+    return Result<RealRoundTripResult>(RealRoundTripResult{Outcome::failed, 0, 0, {"the world did not start"}});
+  };
+  const auto checks = real_roundtrip_checks({"real_a"}, {{4, 2}}, runner);
+  ASSERT_EQ(checks.size(), 1u);
+  NoRealModels target;
+  const CheckAnswer answer = checks[0].run(target);
+  EXPECT_EQ(answer.outcome, Outcome::not_run);
+  EXPECT_NE(answer.detail.find("builds no real model"), std::string::npos) << answer.detail;
+  EXPECT_FALSE(ran);
+}
+
 }  // namespace
 }  // namespace ih::gate

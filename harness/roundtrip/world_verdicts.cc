@@ -46,9 +46,10 @@ std::optional<WorkerError> first_error(const std::vector<RankState>& ranks, cons
 }
 
 /// The outcome a worker's error kind gives its scenario: Megatron that cannot run here (a CUDA-type
-/// error) is not run, a worker that failed outside Megatron a harness error, anything else a failure.
+/// error) or lacks what the scenario needs is not run, a worker that failed outside Megatron a harness error, anything
+/// else a failure.
 Outcome outcome_of_worker_error(const std::string& kind) {
-  if (kind == "cannot_run") return Outcome::not_run;
+  if (kind == "cannot_run" || kind == "unsupported") return Outcome::not_run;
   if (kind == "harness_error") return Outcome::harness_error;
   return Outcome::failed;
 }
@@ -131,6 +132,11 @@ void save_failure(const std::string& name, const WorldOutcome& save, const World
   } else if (save.timed_out) {
     r.problems.push_back(timeout_text("save", save, o));
     r.outcome = Outcome::timeout;
+  } else if (std::none_of(save.ranks.begin(), save.ranks.end(), [](const RankState& st) { return st.has_status; })) {
+    // No rank got as far as its first stage (no Python, no torch, mpirun refused): nothing of Megatron ran.
+    r.problems.push_back("the save world ended with exit " + std::to_string(save.exit_code) +
+                         " before any rank started: " + (save.stderr_tail.empty() ? "no stderr" : save.stderr_tail));
+    r.outcome = Outcome::harness_error;
   } else {
     std::string who;
     for (std::size_t k = 0; k < save.ranks.size(); ++k) {

@@ -66,7 +66,8 @@ def run(args):
     if M.interop is None:
         if "interop" in M.broken_imports:  # Megatron's own module raised at import: its failure
             raise staged(ImportError(f"{DOES_NOT_IMPORT}: {M.broken_imports['interop']}"), "start", "megatron_error")
-        raise RuntimeError("this Megatron lacks gpt_checkpoint_interop: " + json.dumps(M.import_errors))
+        raise staged(RuntimeError("this Megatron lacks gpt_checkpoint_interop: " + json.dumps(M.import_errors)),
+                     "start", "unsupported")
     device = world.device
     if device == "cuda":
         if not torch.cuda.is_available():
