@@ -43,7 +43,8 @@ TEST(JudgeSave, AMegatronThatLacksWhatTheWorldNeedsLeavesItsScenariosNotRun) {
   WorldOutcome save = ended_save_world(2, 1);
   save.ranks[0].has_status = true, save.ranks[0].has_result = true;
   save.ranks[0].result = {
-      {"error", {{"kind", "unsupported"}, {"stage", "start"}, {"message", "this Megatron lacks gpt_checkpoint_interop"}}}};
+      {"error",
+       {{"kind", "unsupported"}, {"stage", "start"}, {"message", "this Megatron lacks gpt_checkpoint_interop"}}}};
   ScenarioOutcome r;
   EXPECT_FALSE(judge_save("real_a", save, o, r));
   EXPECT_EQ(r.outcome, Outcome::not_run);
