@@ -173,6 +173,7 @@ Result<WorldScenario> real_gpt_hybrid_distributed_optimizer(WorldScenario s, Wor
 }
 
 Result<WorldScenario> real_gpt_hybrid_training(WorldScenario s, WorldSizes sizes) {
+  s.saved_args_before_gdp = true;
   return laid_out(std::move(s), gpt_to_hybrid("*-M*-M", sizes.save, 1, sizes.load, 1));
 }
 

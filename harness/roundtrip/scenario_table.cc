@@ -56,7 +56,8 @@ constexpr ScenarioRow kScenarios[] = {
      "Megatron's HybridModel M*-M*- saved and loaded across a TP change (Mamba layers loaded too)"},
     {"real_gpt_hybrid_training", K::real_gpt_hybrid, P::training, InAll::yes, "", b::real_gpt_hybrid_training,
      "Megatron's GPTModel saved by save_checkpoint -> HybridModel *-M*-M loaded by load_checkpoint (Megatron's own "
-     "GPT -> hybrid setup and retarget), TP change"},
+     "GPT -> hybrid setup and retarget), TP change; the checkpoint's args as a Megatron-LM before GatedDeltaProduct "
+     "saved them (no gdp_num_householder: the load takes its default)"},
     {"real_hybrid_hybrid_gtp", K::real_hybrid_hybrid, kDist, InAll::yes, "", b::real_hybrid_hybrid_gtp,
      "Megatron's HybridModel M*-M*- at TP 1 saved at GTP = save ranks, loaded at GTP = load ranks (p = 16): every "
      "linear GTP-wrapped, the Mamba in_proj gathered on save and padded to p x G rows"},

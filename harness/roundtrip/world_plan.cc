@@ -47,6 +47,7 @@ Result<Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios,
                         {"pattern", s->pattern},
                         {"load_order", load_order},
                         {"load_path", to_string(s->load_path)},
+                        {"saved_args_before_gdp", s->saved_args_before_gdp},
                         {"save", s->layout_text(true)},
                         {"load", s->layout_text(false)}});
     if (describe && s->is_real())

@@ -249,6 +249,15 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   EXPECT_EQ(list[1]["kind"], "gdp_gtp");
   EXPECT_EQ(list[1]["load_order"], "to_state_dict");
   EXPECT_EQ(list[1]["save"], "TP=1 GTP=2 p=16 (2 ranks)");
+  EXPECT_EQ(list[0]["saved_args_before_gdp"], false);
+
+  // The GPT checkpoints users already have: saved by a Megatron-LM whose args had no GatedDeltaProduct yet.
+  auto training = make_world_scenario("real_gpt_hybrid_training", 4, 2);
+  ASSERT_TRUE(training.ok()) << training.error().message;
+  auto training_plan = world_plan_json({&*training}, Device::cpu);
+  ASSERT_TRUE(training_plan.ok()) << training_plan.error().message;
+  EXPECT_EQ((*training_plan)["scenarios"][0]["load_path"], "training");
+  EXPECT_EQ((*training_plan)["scenarios"][0]["saved_args_before_gdp"], true);
 
   WorldScenario fixed = *local;
   fixed.load_order = LoadOrder::to_state_dict_fixed;  // a reference-model ordering no worker runs

@@ -111,6 +111,9 @@ struct WorldScenario {
   /// Megatron target to describe (its `model dump`); save and load mirror their sizes for the text.
   ModelDumpSpec real_save, real_load;
   LoadPath load_path = LoadPath::dist_checkpointing;  // kinds real_* (the others call dist_checkpointing)
+  /// Load path training: the checkpoint's args as a Megatron-LM from before GatedDeltaProduct saved them (no
+  /// gdp_num_householder), the GPT checkpoints users already have; the load run then takes Megatron's default.
+  bool saved_args_before_gdp = false;
   bool is_real() const { return ih::is_real(kind); }
   /// Whether the real models keep Megatron's DistributedOptimizer. It takes fp32 parameters only (the oracle's
   /// values are then float32, OracleDtype::float32), and an fp32 parameter is its own main copy: the optimizer's

@@ -181,11 +181,34 @@ def iteration_dir(directory):
     return get_checkpoint_name(directory, ITERATION, return_base_dir=True)
 
 
-def save(chunks, optimizer, strings):
-    """save_checkpoint of the chunks and their optimizer (or None) at iteration 1 (no scheduler or RNG state)."""
+def save(chunks, optimizer, strings, args_before_gdp=False):
+    """save_checkpoint of the chunks and their optimizer (or None) at iteration 1 (no scheduler or RNG state);
+    `args_before_gdp`: the checkpoint's args as a Megatron-LM from before GatedDeltaProduct saved them."""
     from megatron.training.checkpointing import save_checkpoint
-    with patches.applied("training"), object_values(chunks, strings):
+    from megatron.training.global_vars import get_args
+    with patches.applied("training"), object_values(chunks, strings), \
+            args_without(get_args(), ARGS_AFTER_GDP if args_before_gdp else ()):
         save_checkpoint(ITERATION, chunk_list(chunks), optimizer, None, 0)
+
+
+# The args Megatron-LM gained with GatedDeltaProduct: a checkpoint saved before it lacks them, and the load run's
+# check_checkpoint_args and load_args_from_checkpoint take their defaults.
+ARGS_AFTER_GDP = ("gdp_num_householder",)
+
+
+@contextlib.contextmanager
+def args_without(args, names):
+    """While saving, Megatron's global `args` lack `names` (the run's own values put back after): the args a
+    checkpoint of an older Megatron-LM holds (a Megatron that predates them has none to take away). The GPT run
+    that saves reads none of them."""
+    held = {n: getattr(args, n) for n in names if hasattr(args, n)}
+    for n in held:
+        delattr(args, n)
+    try:
+        yield
+    finally:
+        for n, v in held.items():
+            setattr(args, n, v)
 
 
 def load(chunks, optimizer):

@@ -96,6 +96,11 @@ class ScenarioFiles:
         return load_path_of(self.scenario) == "training"
 
     @property
+    def saved_args_before_gdp(self):
+        """Whether the training save writes its args as a Megatron-LM before GatedDeltaProduct did."""
+        return bool(self.scenario.get("saved_args_before_gdp", False))
+
+    @property
     def fully_parallel(self):
         """Whether dist_checkpointing's save and load go through Megatron's fully parallel strategy wrappers."""
         return load_path_of(self.scenario) == "fully_parallel"

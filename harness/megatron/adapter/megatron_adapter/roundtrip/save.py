@@ -41,7 +41,8 @@ def _real(world, files, entry):
     states.training_args(world, rank_plan, "save", ckpt)
     return save_sd(world, files.dir, entry, tree,
                    call=("megatron.training.checkpointing.save_checkpoint",
-                         lambda: training_path.save(chunks, optimizer, rank_plan["objects"]),
+                         lambda: training_path.save(chunks, optimizer, rank_plan["objects"],
+                                                    args_before_gdp=files.saved_args_before_gdp),
                          training_path.iteration_dir(ckpt)), read_stored=True)
 
 

@@ -43,3 +43,15 @@ def test_a_gtp_run_names_megatrons_shard_count_over_tp_times_gtp():
 def test_what_the_training_path_does_not_run_is_refused():
     with pytest.raises(training_path.TrainingPathError, match="EP > 1 needs experts"):
         training_path.argv(dict(REQ, ep=2), "load", "/ckpt", 4)
+
+
+def test_args_of_a_checkpoint_before_gdp_lack_its_fields_while_saving_only():
+    import types
+    args = types.SimpleNamespace(gdp_num_householder=5, num_layers=4)
+    with training_path.args_without(args, training_path.ARGS_AFTER_GDP):
+        assert not hasattr(args, "gdp_num_householder") and args.num_layers == 4
+    assert args.gdp_num_householder == 5  # the run's own value back after the save
+    older = types.SimpleNamespace(num_layers=4)  # a Megatron before GDP: nothing to take away
+    with training_path.args_without(older, training_path.ARGS_AFTER_GDP):
+        assert vars(older) == {"num_layers": 4}
+    assert vars(older) == {"num_layers": 4}

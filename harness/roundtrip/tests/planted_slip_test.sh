@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A slip in Megatron's checkpoint path that the campaign found surviving (docs/megatron-findings.md), planted in a
+# copy of the snapshot made now (plant_slip.py): the real scenario that closes it must FAIL for Megatron's reason,
+# and PASS on the snapshot itself (so the failure is the slip's).
+# Usage: planted_slip_test.sh BINARY SCENARIO FILE OLD NEW EXPECTED (exit 77: skipped, no snapshot or no such code)
+set -uo pipefail
+bin=$1 scenario=$2 file=$3 old=$4 new=$5 expected=$6
+here=$(cd "$(dirname "$0")" && pwd)
+snap=$(bash "$here/../../../ci/megatron-snapshot.sh" 2>/dev/null) || { echo "SKIP: no Megatron-LM snapshot"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 "$here/plant_slip.py" "$snap" "$work/slip" "$file" "$old" "$new" || { echo "SKIP: the snapshot lacks the code"; exit 77; }
+run() {  # NAME TREE: one 2 -> 1 round trip of the scenario, its output in $work/NAME.txt; prints its exit
+  "$bin" roundtrip --real --scenario "$scenario" --save-ranks 2 --load-ranks 1 --megatron-path "$2" >"$work/$1.txt" 2>&1
+  echo $?
+}
+rc=$(run snapshot "$snap")
+[ "$rc" = 0 ] || { cat "$work/snapshot.txt"; echo "FAIL: $scenario does not pass on the snapshot (exit $rc)" >&2; exit 1; }
+rc=$(run slip "$work/slip")
+cat "$work/slip.txt"
+[ "$rc" = 1 ] || { echo "FAIL: the slip was not caught: exit $rc, expected 1" >&2; exit 1; }
+grep -q "megatron_error: .*$expected" "$work/slip.txt" || { echo "FAIL: the failure is not Megatron's: $expected" >&2; exit 1; }
+echo "planted slip caught: $file '$old' -> '$new' fails $scenario"
