@@ -10,8 +10,9 @@ Exit 0 with DEST holding the changed copy (DEST is replaced), 2 when the snapsho
 change is made in (the test is then skipped, never passed)."""
 
 import pathlib
-import shutil
 import sys
+
+from plant_slip import plant
 
 TARGET = "megatron/core/transformer/mlp.py"
 # The two halves' offsets of the non-singleton branch, each replaced by the other's.
@@ -24,18 +25,11 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     source, dest = pathlib.Path(argv[1]), pathlib.Path(argv[2])
-    text = (source / TARGET).read_text() if (source / TARGET).is_file() else ""
-    if text.count(W_OFFSET) != 1 or text.count(V_OFFSET) != 1:
-        print(f"plant_swiglu_swap: {source / TARGET} does not hold the SwiGLU offsets this change swaps",
-              file=sys.stderr)
-        return 2
-    swapped = (text.replace(W_OFFSET, "offset_w = (swiglu_shard_axis + prepend_axis_num, rank_offset + axis_frag, "
-                                      "axis_frag * 2)")
-               .replace(V_OFFSET, "rank_offset,\n                axis_frag * 2,\n            )"))
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(".git"), symlinks=True)
-    (dest / TARGET).write_text(swapped)
+    status = plant(source, dest, TARGET, [
+        (W_OFFSET, "offset_w = (swiglu_shard_axis + prepend_axis_num, rank_offset + axis_frag, axis_frag * 2)"),
+        (V_OFFSET, "rank_offset,\n                axis_frag * 2,\n            )")], who="plant_swiglu_swap")
+    if status != 0:
+        return status
     print(f"plant_swiglu_swap: {dest / TARGET}: the SwiGLU halves W and V keyed at each other's offsets")
     return 0
 
