@@ -254,16 +254,4 @@ void report_unbuildable(BuildableRealScenarios& split, const WorldRunOptions& o,
   }
 }
 
-Result<WorkFolder> WorkFolder::make(const std::optional<std::string>& keep, const std::string& prefix) {
-  if (keep) return WorkFolder(*keep, true);
-  std::string templ = temp_dir() + "/" + prefix + "-XXXXXX";
-  if (!mkdtemp(templ.data())) return make_error(seam_kind::harness_error, "cannot create a temporary directory");
-  return WorkFolder(templ, false);
-}
-
-WorkFolder::~WorkFolder() {
-  std::error_code ec;
-  if (!keep_ && !path_.empty()) fs::remove_all(path_, ec);
-}
-
 }  // namespace ih

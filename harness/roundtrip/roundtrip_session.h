@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/process/work_folder.h"
 #include "harness/roundtrip/world_run.h"
 #include "seam/implementation.h"
 
@@ -66,25 +67,5 @@ BuildableRealScenarios buildable_real_scenarios(std::vector<WorldScenario> scena
 /// it), said in the progress, and each undescribed one's outcome.
 void report_unbuildable(BuildableRealScenarios& split, const WorldRunOptions& o, WorldRunReport& report,
                         const std::string& prefix = "");
-
-/// A session's work folder: the one given (kept), or a fresh one under the run's temporary folder (removed at
-/// the end).
-class WorkFolder {
- public:
-  /// `keep`, or a fresh folder `<prefix>-XXXXXX` under the run's temporary folder (harness_error when it cannot).
-  static Result<WorkFolder> make(const std::optional<std::string>& keep, const std::string& prefix);
-  WorkFolder(WorkFolder&& other) noexcept : path_(std::move(other.path_)), keep_(other.keep_) { other.path_.clear(); }
-  WorkFolder(const WorkFolder&) = delete;
-  WorkFolder& operator=(const WorkFolder&) = delete;
-  WorkFolder& operator=(WorkFolder&&) = delete;
-  ~WorkFolder();
-  const std::filesystem::path& path() const { return path_; }
-  bool kept() const { return keep_; }
-
- private:
-  WorkFolder(std::filesystem::path path, bool keep) : path_(std::move(path)), keep_(keep) {}
-  std::filesystem::path path_;
-  bool keep_ = false;
-};
 
 }  // namespace ih

@@ -16,6 +16,7 @@
 
 #include "codec/json_codec.h"
 #include "harness/process/child_run.h"
+#include "harness/process/work_folder.h"
 
 #ifndef IH_SOURCE_DIR_PATH
 #define IH_SOURCE_DIR_PATH "."
@@ -95,17 +96,15 @@ bool port_taken(const WorldOutcome& w) {
   return false;
 }
 
-/// The mpirun command line of one world on `port`.
+/// The mpirun command line of one world on `port`, its Open MPI session files under `session_folder`.
 std::vector<std::string> world_command(const std::string& phase, std::int64_t ranks, int port,
-                                       const WorldRunOptions& o) {
+                                       const fs::path& session_folder, const WorldRunOptions& o) {
   const std::string script = std::string(IH_SOURCE_DIR_PATH) + "/harness/megatron/adapter/roundtrip_world.py";
-  std::vector<std::string> cmd = {"mpirun"};
-  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  std::vector<std::string> cmd = mpirun_launcher(ranks, session_folder);
   cmd.insert(cmd.end(),
-             {"--oversubscribe", "--bind-to", "none", "-np", std::to_string(ranks), "-x", "MASTER_ADDR=127.0.0.1", "-x",
-              "MASTER_PORT=" + std::to_string(port), "-x", "GLOO_SOCKET_IFNAME=lo", "-x", "OMP_NUM_THREADS=1", "-x",
-              "PYTHONUNBUFFERED=1", "-x", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", o.python, script, "--work",
-              o.work.string(), "--phase", phase, "--timeout",
+             {"-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=" + std::to_string(port), "-x", "GLOO_SOCKET_IFNAME=lo",
+              "-x", "OMP_NUM_THREADS=1", "-x", "PYTHONUNBUFFERED=1", "-x", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+              o.python, script, "--work", o.work.string(), "--phase", phase, "--timeout",
               // Twice the world's: the harness's own timeout must fire first, so a hung rank is
               // named as hung instead of its peer failing in a collective (seen under load).
               std::to_string(std::max<std::int64_t>(10, o.world_timeout_s * 2))});
@@ -139,7 +138,8 @@ std::vector<std::string> unfinished_ranks(const std::vector<RankState>& ranks) {
 
 Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks, const WorldRunOptions& o) {
   IH_TRY_ASSIGN(port, free_port());
-  const std::vector<std::string> cmd = world_command(phase, ranks, port, o);
+  IH_TRY_ASSIGN(session_folder, WorkFolder::make(std::nullopt, "mpi-" + phase));
+  const std::vector<std::string> cmd = world_command(phase, ranks, port, session_folder.path(), o);
   std::error_code ec;
   fs::create_directories(o.work / "status", ec);
   fs::create_directories(o.work / "results", ec);
@@ -170,6 +170,14 @@ Result<WorldOutcome> run_world_once(const std::string& phase, std::int64_t ranks
 }
 
 }  // namespace
+
+std::vector<std::string> mpirun_launcher(std::int64_t ranks, const fs::path& session_folder) {
+  std::vector<std::string> cmd = {"mpirun"};
+  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  cmd.insert(cmd.end(), {"--mca", "orte_tmpdir_base", session_folder.string(), "--oversubscribe", "--bind-to", "none",
+                         "-np", std::to_string(ranks)});
+  return cmd;
+}
 
 std::vector<RankState> read_rank_states(const fs::path& work, const std::string& phase, std::int64_t ranks) {
   std::vector<RankState> out(static_cast<std::size_t>(ranks));

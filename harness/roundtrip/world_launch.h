@@ -33,6 +33,13 @@ const nlohmann::ordered_json* scenario_result(const RankState& rank, const std::
 /// "rank 1 (pid 123): stage 'load: ...' (scenario x) for 42 s".
 std::string describe_rank(std::int64_t r, const RankState& st);
 
+/// `mpirun` and its own options for a world of `ranks` ranks on this machine, before the program: oversubscribed,
+/// unbound, and Open MPI's session files under `session_folder`, a folder of this world's own. Two mpiruns started
+/// together under one TMPDIR race to create the same ompi.<host>.<uid> folder and the loser stops in orte_init
+/// ("A call to mkdir was unable to create the desired directory ... File exists", open-mpi/ompi#8510): seen on CI
+/// when a round trip's save and load worlds start together.
+std::vector<std::string> mpirun_launcher(std::int64_t ranks, const std::filesystem::path& session_folder);
+
 /// How a world ended.
 struct WorldOutcome {
   bool launched = false, timed_out = false, timed_out_starting = false;
