@@ -173,11 +173,12 @@ Result<WorldScenario> real_gpt_hybrid_distributed_optimizer(WorldScenario s, Wor
 }
 
 Result<WorldScenario> real_gpt_hybrid_training(WorldScenario s, WorldSizes sizes) {
-  s.saved_args_before_gdp = true;
+  s.saved_by_older_megatron = true;
   return laid_out(std::move(s), gpt_to_hybrid("*-M*-M", sizes.save, 1, sizes.load, 1));
 }
 
 Result<WorldScenario> real_gpt_hybrid_training_optimizer(WorldScenario s, WorldSizes sizes) {
+  s.saved_by_older_megatron = true;
   return laid_out(std::move(s), with_optimizer(gpt_to_hybrid("*-M*-M", sizes.save, 1, sizes.load, 1)));
 }
 

@@ -1,6 +1,7 @@
 #include "harness/roundtrip/world_plan.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "harness/roundtrip/plan_writers.h"
 
@@ -16,12 +17,32 @@ std::int64_t uncovered(const LoadOracle& oracle) {
   return n;
 }
 
-/// Plain values the save world writes (the loaded common state must equal them).
-Json saved_plain(const std::vector<FlatEntry>& save_rank_0) {
+/// Whether `path` is an optimizer param group's `field` ("optimizer.param_groups.<i>.<field>", any prefix).
+bool is_param_group_field(const std::string& path, const std::string& field) {
+  static const std::regex group_field(R"((.*\.)?optimizer\.param_groups\.[0-9]+\.(\w+))");
+  std::smatch m;
+  return std::regex_match(path, m, group_field) && m[2] == field;
+}
+
+/// Plain values the save world writes (the loaded common state must equal them): an older Megatron's
+/// checkpoint lacks the param group fields it did not have yet.
+Json saved_plain(const WorldScenario& s, const std::vector<FlatEntry>& save_rank_0) {
+  const auto lacking = [&](const std::string& path) {
+    if (!s.saved_by_older_megatron) return false;
+    const auto& fields = older_megatron_checkpoint().param_group_fields;
+    return std::any_of(fields.begin(), fields.end(), [&](const auto& f) { return is_param_group_field(path, f); });
+  };
   Json out = Json::object();
   for (const FlatEntry& e : save_rank_0)
-    if (const auto* p = std::get_if<PlainValue>(&e.entry)) out[e.path] = p->repr;
+    if (const auto* p = std::get_if<PlainValue>(&e.entry); p && !lacking(e.path)) out[e.path] = p->repr;
   return out;
+}
+
+/// The plan's "saved_by_older_megatron": null, or what the save leaves out ({"args": [...], "param_group_fields"}).
+Json older_megatron_json(const WorldScenario& s) {
+  if (!s.saved_by_older_megatron) return nullptr;
+  return Json{{"args", older_megatron_checkpoint().args},
+              {"param_group_fields", older_megatron_checkpoint().param_group_fields}};
 }
 
 Result<std::vector<std::vector<FlatEntry>>> save_world_entries(const ScenarioPlanner& planner) {
@@ -47,7 +68,7 @@ Result<Json> world_plan_json(const std::vector<const WorldScenario*>& scenarios,
                         {"pattern", s->pattern},
                         {"load_order", load_order},
                         {"load_path", to_string(s->load_path)},
-                        {"saved_args_before_gdp", s->saved_args_before_gdp},
+                        {"saved_by_older_megatron", older_megatron_json(*s)},
                         {"save", s->layout_text(true)},
                         {"load", s->layout_text(false)}});
     if (describe && s->is_real())
@@ -82,7 +103,7 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
                 oracle_encoding(s.distributed_optimizer() ? OracleDtype::float32 : OracleDtype::float64,
                                 oracle.max_numel, stats.gpt_keys + static_cast<std::int64_t>(oracle.fresh_ids.size())));
   IH_TRY_STATUS(write_catalogue(dir, {encoding, saved.keys, oracle.fresh_keys, saved.aliases, writers,
-                                      saved_plain(save_entries[0]), stats.uncovered_elements}));
+                                      saved_plain(s, save_entries[0]), stats.uncovered_elements}));
   return stats;
 }
 

@@ -191,12 +191,14 @@ Status write_load_ranks(const ScenarioPlanner& planner, const SavedKeys& saved, 
                                                                     {"gtp_params", plan.gtp_params},
                                                                     {"reference_rows", plan.reference_rows},
                                                                     {"objects", plan.objects}}));
-    IH_TRY_STATUS(write_plan_file(dir / ("oracle_rank_" + rank + ".json"),
-                                  Json{{"rank", r},
-                                       {"tensors", plan.oracle_tensors},
-                                       {"objects", plan.oracle_objects},
-                                       {"plain", plan.oracle_plain},
-                                       {"optimizer_after_load_state_dict", after_load_state_dict}}));
+    IH_TRY_STATUS(write_plan_file(
+        dir / ("oracle_rank_" + rank + ".json"),
+        Json{{"rank", r},
+             {"tensors", plan.oracle_tensors},
+             {"objects", plan.oracle_objects},
+             {"plain", plan.oracle_plain},
+             {"optimizer_after_load_state_dict", after_load_state_dict},
+             {"param_groups_after_load_checkpoint", planner.scenario().param_groups_after_load_checkpoint()}}));
   }
   return Ok{};
 }

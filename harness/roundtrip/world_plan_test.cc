@@ -249,15 +249,17 @@ TEST(WorldPlan, PlanNamesTheOracleEncodingAndEachScenario) {
   EXPECT_EQ(list[1]["kind"], "gdp_gtp");
   EXPECT_EQ(list[1]["load_order"], "to_state_dict");
   EXPECT_EQ(list[1]["save"], "TP=1 GTP=2 p=16 (2 ranks)");
-  EXPECT_EQ(list[0]["saved_args_before_gdp"], false);
+  EXPECT_TRUE(list[0]["saved_by_older_megatron"].is_null());
 
-  // The GPT checkpoints users already have: saved by a Megatron-LM whose args had no GatedDeltaProduct yet.
+  // The GPT checkpoints users already have: saved by a Megatron-LM from before the optimizer refactor
+  // (7d3f4a0122), whose args had no GatedDeltaProduct and whose param groups no default_config yet.
   auto training = make_world_scenario("real_gpt_hybrid_training", 4, 2);
   ASSERT_TRUE(training.ok()) << training.error().message;
   auto training_plan = world_plan_json({&*training}, Device::cpu);
   ASSERT_TRUE(training_plan.ok()) << training_plan.error().message;
   EXPECT_EQ((*training_plan)["scenarios"][0]["load_path"], "training");
-  EXPECT_EQ((*training_plan)["scenarios"][0]["saved_args_before_gdp"], true);
+  EXPECT_EQ((*training_plan)["scenarios"][0]["saved_by_older_megatron"],
+            (Json{{"args", {"gdp_num_householder"}}, {"param_group_fields", {"default_config"}}}));
 
   WorldScenario fixed = *local;
   fixed.load_order = LoadOrder::to_state_dict_fixed;  // a reference-model ordering no worker runs
@@ -376,6 +378,41 @@ TEST(WorldPlan, TrainingSavesListEachChunksHoldersAsItsPossibleWriters) {
   }
   EXPECT_TRUE(replicated);
   for (const Json& w : writers("real_gpt_hybrid_moe")) EXPECT_EQ(w.size(), 3u) << w.dump();  // the main replica's rank
+}
+
+/// The reference's entries with Megatron's optimizer param groups as plain values (the reference does not model
+/// them): one group, its `default_config` and `lr`.
+RealModelEntries described_with_param_groups() {
+  return [](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    IH_TRY_ASSIGN(entries, DescribedByReference{}(spec, rank));
+    if (!spec.optimizer) return entries;
+    Json dumped = json::dump_entries_to_json(entries);
+    for (const auto& [field, value] : {std::pair<const char*, Json>{"default_config", true}, {"lr", 0.5}})
+      dumped.push_back({{"path", std::string("optimizer.param_groups.0.") + field},
+                        {"entry", {{"kind", "plain"}, {"value", value}}}});
+    return json::entries_from_json(dumped);
+  };
+}
+
+TEST(WorldPlan, AnOlderMegatronsCheckpointLacksDefaultConfigAndTheResumedRunsGroupsAreChecked) {
+  const auto planned = [](const std::string& name, bool older) {
+    auto s = make_world_scenario(name, 2, 1);
+    EXPECT_TRUE(s.ok()) << name;
+    s->saved_by_older_megatron = older;
+    TempDir dir;
+    EXPECT_TRUE(write_world_scenario(*s, dir.path, described_with_param_groups()).ok()) << name;
+    return std::pair{read_json(dir.path / "catalogue.json")["saved_plain"], read_json(dir.path / "oracle_rank_0.json")};
+  };
+  const auto [older_saved, older_oracle] = planned("real_gpt_hybrid_training_optimizer", true);
+  EXPECT_FALSE(older_saved.contains("optimizer.param_groups.0.default_config")) << older_saved.dump();
+  EXPECT_TRUE(older_saved.contains("optimizer.param_groups.0.lr")) << older_saved.dump();
+  EXPECT_EQ(older_oracle["param_groups_after_load_checkpoint"], true);
+  EXPECT_EQ(older_oracle["plain"].size(), 2u);  // the resumed run's own groups: both fields expected back
+  const auto [current_saved, current_oracle] = planned("real_gpt_hybrid_training_optimizer", false);
+  EXPECT_TRUE(current_saved.contains("optimizer.param_groups.0.default_config"));
+  // Not on dist_checkpointing's path (no load_checkpoint) nor with a chain of optimizers (experts).
+  EXPECT_EQ(planned("real_gpt_hybrid_optimizer", false).second["param_groups_after_load_checkpoint"], false);
+  EXPECT_EQ(planned("real_gpt_hybrid_training_moe", false).second["param_groups_after_load_checkpoint"], false);
 }
 
 TEST(WorldPlan, RealOptimizerMomentsAreFilledAndRetargetedLikeTheirWeights) {

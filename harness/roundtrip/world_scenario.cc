@@ -42,6 +42,15 @@ Result<std::string_view> plan_word(LoadOrder order) {
                                                      "serialization_load or Megatron's own to_state_dict");
 }
 
+const OlderMegatronCheckpoint& older_megatron_checkpoint() {
+  static const OlderMegatronCheckpoint lacks{{"gdp_num_householder"}, {"default_config"}};
+  return lacks;
+}
+
+bool WorldScenario::param_groups_after_load_checkpoint() const {
+  return load_path == LoadPath::training && real_load.optimizer && real_load.config.num_experts == 0;
+}
+
 bool WorldScenario::distributed_optimizer() const {
   return is_real() && real_save.optimizer && real_save.optimizer_kind == OptimizerKind::distributed;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "models/checkpoint_model.h"
 #include "models/gtp_layout.h"
@@ -92,11 +93,20 @@ std::string_view mixer_word(GtpMixer mixer);
 /// reference-model ordering no Megatron worker runs: invalid_argument.
 Result<std::string_view> plan_word(LoadOrder order);
 
+/// What a checkpoint saved by a Megatron-LM from before 7d3f4a0122 (Nov 2025, the optimizer refactor that added
+/// the param groups' `default_config`; GatedDeltaProduct came later still) lacks beside this Megatron's.
+struct OlderMegatronCheckpoint {
+  std::vector<std::string> args;                // the global args' fields (gdp_num_householder)
+  std::vector<std::string> param_group_fields;  // each optimizer param group's fields (default_config)
+};
+const OlderMegatronCheckpoint& older_megatron_checkpoint();
+
 struct WorldScenario {
   std::string name;
   ScenarioKind kind = ScenarioKind::gpt_hybrid;
   GtpWorld gtp_save, gtp_load;  // kind gdp_gtp only
   std::int64_t gdp_cols = 16;   // C of the in_proj (kind gdp_gtp)
+
   /// How the load world reads (kind gdp_gtp): Megatron's dist_checkpointing.load, or each rank's
   /// local checkpoint (its MCoreTensorAwareStateDict, written by the save rank of the same
   /// coordinates) merged into the request by Megatron's to_state_dict.
@@ -111,10 +121,13 @@ struct WorldScenario {
   /// Megatron target to describe (its `model dump`); save and load mirror their sizes for the text.
   ModelDumpSpec real_save, real_load;
   LoadPath load_path = LoadPath::dist_checkpointing;  // kinds real_* (the others call dist_checkpointing)
-  /// Load path training: the checkpoint's args as a Megatron-LM from before GatedDeltaProduct saved them (no
-  /// gdp_num_householder), the GPT checkpoints users already have; the load run then takes Megatron's default.
-  bool saved_args_before_gdp = false;
+  /// Load path training: the checkpoint as an older Megatron-LM saved it (older_megatron_checkpoint()), the GPT
+  /// checkpoints users already have; the load run then fills in what it lacks (args' defaults, param group fields).
+  bool saved_by_older_megatron = false;
   bool is_real() const { return ih::is_real(kind); }
+  /// Whether the load world dumps the live optimizer's param groups after load_checkpoint, for the oracle: the
+  /// training path with one (unchained: no experts) optimizer.
+  bool param_groups_after_load_checkpoint() const;
   /// Whether the real models keep Megatron's DistributedOptimizer. It takes fp32 parameters only (the oracle's
   /// values are then float32, OracleDtype::float32), and an fp32 parameter is its own main copy: the optimizer's
   /// `optimizer.state.param.<key>` entry holds the model's `<key>` itself, so the plan gives both one key id.

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -284,6 +285,16 @@ void check_objects(int r, const Json& oracle, const std::map<std::string, torch:
   }
 }
 
+/// The value dumped at `path` as JSON ("json:<text>"), or nullopt where nothing or something else is there.
+std::optional<Json> dumped_json(const std::map<std::string, torch::jit::IValue>& by_path, const std::string& path) {
+  const auto it = by_path.find(path);
+  if (it == by_path.end() || !it->second.isString() || !it->second.toStringRef().starts_with("json:"))
+    return std::nullopt;
+  Json value = Json::parse(it->second.toStringRef().substr(5), nullptr, false);
+  if (value.is_discarded()) return std::nullopt;
+  return value;
+}
+
 /// Rank r's loaded common values against what the save world wrote.
 void check_plain(int r, const Json& oracle, const Json& catalogue,
                  const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
@@ -291,15 +302,36 @@ void check_plain(int r, const Json& oracle, const Json& catalogue,
     const std::string path = p.at("path");
     if (!catalogue.at("saved_plain").contains(path)) continue;
     ++f.plain;
-    const auto it = by_path.find(path);
     const Json saved = Json::parse(catalogue.at("saved_plain").at(path).get<std::string>());
-    bool same = false;
-    if (it != by_path.end() && it->second.isString() && it->second.toStringRef().rfind("json:", 0) == 0)
-      same = Json::parse(it->second.toStringRef().substr(5), nullptr, false) == saved;
-    if (same) continue;
+    if (dumped_json(by_path, path) == saved) continue;
     ++f.counts["plain"];
     f.notes.push_back("rank " + std::to_string(r) + ": common value " + path + " differs from the saved " +
                       saved.dump());
+  }
+}
+
+/// The prefix of a dumped path that holds the live optimizer's param groups after load_checkpoint.
+constexpr std::string_view kAfterLoadCheckpoint = "after_load_checkpoint/";
+
+/// The live optimizer's param groups after load_checkpoint (the training path): a resumed run loses no field its
+/// own optimizer builds. Each holds the checkpoint's value where the checkpoint has the field, else the run's own
+/// (Megatron fills in what an older checkpoint lacks).
+void check_param_groups_after_load_checkpoint(int r, const Json& oracle, const Json& catalogue,
+                                              const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
+  const Json& saved = catalogue.at("saved_plain");
+  for (const auto& p : oracle.at("plain")) {
+    const std::string path = p.at("path");
+    if (!path.starts_with("optimizer.param_groups.")) continue;
+    ++f.plain;
+    const bool in_checkpoint = saved.contains(path);
+    const Json want = Json::parse((in_checkpoint ? saved.at(path) : p.at("expected")).get<std::string>());
+    const std::optional<Json> got = dumped_json(by_path, std::string(kAfterLoadCheckpoint) + path);
+    if (got == want) continue;
+    ++f.counts["plain"];
+    f.notes.push_back("rank " + std::to_string(r) + ": after load_checkpoint the optimizer's " + path + " holds " +
+                      (got ? got->dump() : "nothing") + "; " +
+                      (in_checkpoint ? "the checkpoint's value" : "the run's own (the checkpoint has none)") + " is " +
+                      want.dump());
   }
 }
 
@@ -333,6 +365,8 @@ void check_rank(const Verifier& v, const Json& catalogue, const std::string& dir
   if (oracle.value("optimizer_after_load_state_dict", false)) check_after_load_state_dict(v, r, oracle, by_path, f);
   check_objects(r, oracle, by_path, f);
   check_plain(r, oracle, catalogue, by_path, f);
+  if (oracle.value("param_groups_after_load_checkpoint", false))
+    check_param_groups_after_load_checkpoint(r, oracle, catalogue, by_path, f);
 }
 
 /// A wrong element holding an oracle value that is also held correctly somewhere is a duplicate.

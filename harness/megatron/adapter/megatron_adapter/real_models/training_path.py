@@ -181,34 +181,42 @@ def iteration_dir(directory):
     return get_checkpoint_name(directory, ITERATION, return_base_dir=True)
 
 
-def save(chunks, optimizer, strings, args_before_gdp=False):
+def save(chunks, optimizer, strings, older=None):
     """save_checkpoint of the chunks and their optimizer (or None) at iteration 1 (no scheduler or RNG state);
-    `args_before_gdp`: the checkpoint's args as a Megatron-LM from before GatedDeltaProduct saved them."""
+    `older` (the plan's "saved_by_older_megatron"): the checkpoint as an older Megatron-LM wrote it, its args
+    without `older["args"]` and its optimizer's param groups without `older["param_group_fields"]`."""
     from megatron.training.checkpointing import save_checkpoint
     from megatron.training.global_vars import get_args
+    older = older or {}
+    groups = optimizer.param_groups if optimizer is not None else []
     with patches.applied("training"), object_values(chunks, strings), \
-            args_without(get_args(), ARGS_AFTER_GDP if args_before_gdp else ()):
+            fields_without([vars(get_args())], older.get("args", ())), \
+            fields_without(groups, older.get("param_group_fields", ())):
         save_checkpoint(ITERATION, chunk_list(chunks), optimizer, None, 0)
 
 
-# The args Megatron-LM gained with GatedDeltaProduct: a checkpoint saved before it lacks them, and the load run's
-# check_checkpoint_args and load_args_from_checkpoint take their defaults.
-ARGS_AFTER_GDP = ("gdp_num_householder",)
-
-
 @contextlib.contextmanager
-def args_without(args, names):
-    """While saving, Megatron's global `args` lack `names` (the run's own values put back after): the args a
-    checkpoint of an older Megatron-LM holds (a Megatron that predates them has none to take away). The GPT run
-    that saves reads none of them."""
-    held = {n: getattr(args, n) for n in names if hasattr(args, n)}
-    for n in held:
-        delattr(args, n)
+def fields_without(dicts, names):
+    """While saving, each of `dicts` (Megatron's global args' fields, the optimizer's param groups) lacks `names`,
+    the run's own values put back after: what an older Megatron-LM wrote (a Megatron that predates a field has
+    none to take away). The GPT run that saves reads none of them."""
+    held = [{n: d.pop(n) for n in names if n in d} for d in dicts]
     try:
         yield
     finally:
-        for n, v in held.items():
-            setattr(args, n, v)
+        for d, fields in zip(dicts, held):
+            d.update(fields)
+
+
+def param_groups_after_load(optimizer):
+    """{"after_load_checkpoint/optimizer.param_groups.<i>.<field>": "json:<value>"} of the live optimizer's param
+    groups (all but their params), for the verifier: what load_checkpoint left the resumed run with."""
+    import json
+    return {f"{AFTER_LOAD_CHECKPOINT}optimizer.param_groups.{i}.{field}": "json:" + json.dumps(value, default=repr)
+            for i, group in enumerate(optimizer.param_groups) for field, value in group.items() if field != "params"}
+
+
+AFTER_LOAD_CHECKPOINT = "after_load_checkpoint/"  # the verifier's kAfterLoadCheckpoint (verifier/verify_main.cc)
 
 
 def load(chunks, optimizer):

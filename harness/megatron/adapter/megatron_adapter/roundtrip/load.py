@@ -96,6 +96,9 @@ def _model_dump(world, loading, loaded, expected):
     for p in expected["plain"]:
         if p["path"] in loaded_objects:
             dump[p["path"]] = "json:" + json.dumps(loaded_objects[p["path"]], default=repr)
+    if expected.get("param_groups_after_load_checkpoint"):
+        from megatron_adapter.real_models import training_path
+        dump.update(training_path.param_groups_after_load(loading.optimizer))
     return dump
 
 

@@ -96,9 +96,10 @@ class ScenarioFiles:
         return load_path_of(self.scenario) == "training"
 
     @property
-    def saved_args_before_gdp(self):
-        """Whether the training save writes its args as a Megatron-LM before GatedDeltaProduct did."""
-        return bool(self.scenario.get("saved_args_before_gdp", False))
+    def saved_by_older_megatron(self):
+        """What the training save leaves out to write its checkpoint as an older Megatron-LM did ({"args": [...],
+        "param_group_fields": [...]}, harness/roundtrip/world_scenario.h OlderMegatronCheckpoint), or None."""
+        return self.scenario.get("saved_by_older_megatron")
 
     @property
     def fully_parallel(self):

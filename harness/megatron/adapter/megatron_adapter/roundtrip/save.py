@@ -42,7 +42,7 @@ def _real(world, files, entry):
     return save_sd(world, files.dir, entry, tree,
                    call=("megatron.training.checkpointing.save_checkpoint",
                          lambda: training_path.save(chunks, optimizer, rank_plan["objects"],
-                                                    args_before_gdp=files.saved_args_before_gdp),
+                                                    older=files.saved_by_older_megatron),
                          training_path.iteration_dir(ckpt)), read_stored=True)
 
 

@@ -45,13 +45,25 @@ def test_what_the_training_path_does_not_run_is_refused():
         training_path.argv(dict(REQ, ep=2), "load", "/ckpt", 4)
 
 
-def test_args_of_a_checkpoint_before_gdp_lack_its_fields_while_saving_only():
+def test_an_older_megatrons_checkpoint_lacks_its_fields_while_saving_only():
     import types
     args = types.SimpleNamespace(gdp_num_householder=5, num_layers=4)
-    with training_path.args_without(args, training_path.ARGS_AFTER_GDP):
+    groups = [{"params": [], "default_config": True, "lr": 1.0}, {"params": [], "default_config": False}]
+    with training_path.fields_without([vars(args)], ["gdp_num_householder"]), \
+            training_path.fields_without(groups, ["default_config"]):
         assert not hasattr(args, "gdp_num_householder") and args.num_layers == 4
-    assert args.gdp_num_householder == 5  # the run's own value back after the save
+        assert groups == [{"params": [], "lr": 1.0}, {"params": []}]
+    assert args.gdp_num_householder == 5  # the run's own values back after the save
+    assert groups == [{"params": [], "default_config": True, "lr": 1.0}, {"params": [], "default_config": False}]
     older = types.SimpleNamespace(num_layers=4)  # a Megatron before GDP: nothing to take away
-    with training_path.args_without(older, training_path.ARGS_AFTER_GDP):
+    with training_path.fields_without([vars(older)], ["gdp_num_householder"]):
         assert vars(older) == {"num_layers": 4}
     assert vars(older) == {"num_layers": 4}
+
+
+def test_the_live_param_groups_are_dumped_without_their_params():
+    import types
+    optimizer = types.SimpleNamespace(param_groups=[{"params": [1, 2], "lr": 0.5, "betas": (0.9, 0.99)}])
+    assert training_path.param_groups_after_load(optimizer) == {
+        "after_load_checkpoint/optimizer.param_groups.0.lr": "json:0.5",
+        "after_load_checkpoint/optimizer.param_groups.0.betas": "json:[0.9, 0.99]"}
