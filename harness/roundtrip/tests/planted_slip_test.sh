@@ -2,18 +2,20 @@
 # A slip in Megatron's checkpoint path that the campaign found surviving (docs/megatron-findings.md), planted in a
 # copy of the snapshot made now (plant_slip.py): the real scenario that closes it must FAIL for Megatron's reason,
 # and PASS on the snapshot itself (so the failure is the slip's).
-# Usage: planted_slip_test.sh BINARY SCENARIO FILE OLD NEW EXPECTED (exit 77: skipped, no snapshot or no such code);
+# Usage: planted_slip_test.sh BINARY SCENARIO SAVE_RANKS LOAD_RANKS FILE OLD NEW EXPECTED (exit 77: skipped, no
+# snapshot or no such code);
 # EXPECTED: an extended regular expression the failing round trip's output holds (Megatron's error, or the
 # verifier's line naming what is wrong).
 set -uo pipefail
-bin=$1 scenario=$2 file=$3 old=$4 new=$5 expected=$6
+bin=$1 scenario=$2 save_ranks=$3 load_ranks=$4 file=$5 old=$6 new=$7 expected=$8
 here=$(cd "$(dirname "$0")" && pwd)
 snap=$(bash "$here/../../../ci/megatron-snapshot.sh" 2>/dev/null) || { echo "SKIP: no Megatron-LM snapshot"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 "$here/plant_slip.py" "$snap" "$work/slip" "$file" "$old" "$new" || { echo "SKIP: the snapshot lacks the code"; exit 77; }
-run() {  # NAME TREE: one 2 -> 1 round trip of the scenario, its output in $work/NAME.txt; prints its exit
-  "$bin" roundtrip --real --scenario "$scenario" --save-ranks 2 --load-ranks 1 --megatron-path "$2" >"$work/$1.txt" 2>&1
+run() {  # NAME TREE: one round trip of the scenario, its output in $work/NAME.txt; prints its exit
+  "$bin" roundtrip --real --scenario "$scenario" --save-ranks "$save_ranks" --load-ranks "$load_ranks" \
+    --megatron-path "$2" >"$work/$1.txt" 2>&1
   echo $?
 }
 rc=$(run snapshot "$snap")
