@@ -210,7 +210,8 @@ Status write_catalogue(const std::filesystem::path& dir, const Catalogue& c) {
                                                       {"aliases", c.aliases},
                                                       {"writers", c.writers},
                                                       {"saved_plain", c.saved_plain},
-                                                      {"uncovered_elements", c.uncovered_elements}});
+                                                      {"uncovered_elements", c.uncovered_elements},
+                                                      {"spread_writes", c.spread_writes}});
 }
 
 }  // namespace ih

@@ -99,12 +99,14 @@ Status write_plan_file(const std::filesystem::path& path, const json::Json& valu
 /// Creates the scenario's folder (harness_error when it cannot).
 Status create_plan_dir(const std::filesystem::path& dir);
 /// The scenario's catalogue.json: the oracle's encoding, the saved keys (ids from 1), the fresh keys (ids after
-/// them), the aliases of a distributed optimizer's `param` states, the expected writers, the saved common values
-/// and how many saved elements no load rank reads.
+/// them), the aliases of a distributed optimizer's `param` states, the expected writers (and whether the save
+/// must spread them, WorldScenario::save_spreads_writes), the saved common values and how many saved elements no
+/// load rank reads.
 struct Catalogue {
   OracleEncoding encoding;
   json::Json keys, fresh_keys, aliases, writers, saved_plain;
   std::int64_t uncovered_elements = 0;
+  bool spread_writes = false;
 };
 Status write_catalogue(const std::filesystem::path& dir, const Catalogue& catalogue);
 

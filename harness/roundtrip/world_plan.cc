@@ -102,8 +102,9 @@ Result<WorldPlanStats> write_world_scenario(const WorldScenario& s, const std::f
   IH_TRY_ASSIGN(encoding,
                 oracle_encoding(s.distributed_optimizer() ? OracleDtype::float32 : OracleDtype::float64,
                                 oracle.max_numel, stats.gpt_keys + static_cast<std::int64_t>(oracle.fresh_ids.size())));
-  IH_TRY_STATUS(write_catalogue(dir, {encoding, saved.keys, oracle.fresh_keys, saved.aliases, writers,
-                                      saved_plain(s, save_entries[0]), stats.uncovered_elements}));
+  IH_TRY_STATUS(
+      write_catalogue(dir, {encoding, saved.keys, oracle.fresh_keys, saved.aliases, writers,
+                            saved_plain(s, save_entries[0]), stats.uncovered_elements, s.save_spreads_writes()}));
   return stats;
 }
 

@@ -51,6 +51,11 @@ bool WorldScenario::param_groups_after_load_checkpoint() const {
   return load_path == LoadPath::training && real_load.optimizer && real_load.config.num_experts == 0;
 }
 
+bool WorldScenario::save_spreads_writes() const {
+  return is_real() && (load_path == LoadPath::training || load_path == LoadPath::fully_parallel) &&
+         data_parallel_size(real_save.sizes) * real_save.sizes.cp > 1;
+}
+
 bool WorldScenario::distributed_optimizer() const {
   return is_real() && real_save.optimizer && real_save.optimizer_kind == OptimizerKind::distributed;
 }

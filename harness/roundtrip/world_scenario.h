@@ -128,6 +128,10 @@ struct WorldScenario {
   /// Whether the load world dumps the live optimizer's param groups after load_checkpoint, for the oracle: the
   /// training path with one (unchained: no experts) optimizer.
   bool param_groups_after_load_checkpoint() const;
+  /// Whether the save is fully parallel (Megatron's FullyParallelSaveStrategyWrapper: the fully_parallel path, and
+  /// training's default --ckpt-fully-parallel-save) over data-parallel groups of several ranks, so that some
+  /// replicated chunk must be written by another rank than its main replica's.
+  bool save_spreads_writes() const;
   /// Whether the real models keep Megatron's DistributedOptimizer. It takes fp32 parameters only (the oracle's
   /// values are then float32, OracleDtype::float32), and an fp32 parameter is its own main copy: the optimizer's
   /// `optimizer.state.param.<key>` entry holds the model's `<key>` itself, so the plan gives both one key id.

@@ -1,6 +1,6 @@
 // The round trip's writer check, shared by the LibTorch verifier and its unit tests (no torch here):
-// every chunk the plan expects has exactly one writer in the checkpoint's DCP metadata, and no chunk is
-// written that no rank holds as its main replica.
+// every chunk the plan expects has exactly one writer in the checkpoint's DCP metadata, no chunk is written that
+// no rank holds as its main replica, and a fully parallel save spread its writes beyond the main replicas.
 #pragma once
 
 #include <algorithm>
@@ -17,14 +17,18 @@ namespace ih {
 struct WriterCheck {
   std::int64_t checked = 0;  // chunks the plan expects
   std::int64_t wrong = 0;    // chunks with no, several or an unexpected writer, or written unexpectedly
+  std::int64_t moved = 0;    // chunks written by another holder than their main replica's rank
   std::vector<std::string> notes;
 };
 
 /// `expected`: the plan's [key, chunk offset, main replica's rank(, holders)]; the fourth element
 /// lists the chunk's holders where the save hands a replica to any one of them (training's fully parallel
 /// save). `written`: the save's [key, chunk offset, file "__<rank>_..."], only keys in `keys` counted.
+/// `spread`: the save is fully parallel over data-parallel groups of several ranks, whose point is to hand
+/// replicated chunks to the group's ranks: a save that wrote every chunk from its main replica's rank (what a
+/// plain save does) is wrong once.
 inline WriterCheck check_writers(const nlohmann::json& expected, const nlohmann::json& written,
-                                 const std::set<std::string>& keys, std::size_t max_notes = 50) {
+                                 const std::set<std::string>& keys, bool spread = false, std::size_t max_notes = 50) {
   const auto text = [](const std::vector<std::int64_t>& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -60,7 +64,14 @@ inline WriterCheck check_writers(const nlohmann::json& expected, const nlohmann:
            (w.size() > 3 ? "one of ranks " + text(any_of) : "rank " + std::to_string(main)) + "; checkpoint has " +
            got);
     }
+    if (it != actual.end() && it->second.size() == 1 && it->second[0] != main) ++out.moved;
     if (it != actual.end()) actual.erase(it);
+  }
+  if (spread && out.checked > 0 && out.moved == 0) {
+    ++out.wrong;
+    note("the fully parallel save wrote each of its " + std::to_string(out.checked) +
+         " chunks from its main replica's rank: it handed no replicated chunk to another rank of the data-parallel "
+         "group");
   }
   for (const auto& [chunk, unused] : actual) {
     ++out.wrong;

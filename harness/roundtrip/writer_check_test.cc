@@ -40,4 +40,15 @@ TEST(WriterCheck, AFullyParallelSaveMayHandAChunkToAnyOfItsHolders) {
   EXPECT_EQ(ih::check_writers(expected, written({{{0, 0}, 1}, {{0, 0}, 2}}), {"w"}).wrong, 1);  // still exactly one
 }
 
+TEST(WriterCheck, AFullyParallelSaveOverSeveralDataParallelRanksHandsSomeChunkOnFromItsMainReplica) {
+  const json expected = json::parse(R"([["w", [0, 0], 0, [0, 1]], ["w", [4, 0], 0, [0, 1]]])");
+  const auto spread = ih::check_writers(expected, written({{{0, 0}, 0}, {{4, 0}, 1}}), {"w"}, true);
+  EXPECT_EQ(spread.wrong, 0);
+  EXPECT_EQ(spread.moved, 1);
+  const auto plain = ih::check_writers(expected, written({{{0, 0}, 0}, {{4, 0}, 0}}), {"w"}, true);
+  EXPECT_EQ(plain.wrong, 1);
+  EXPECT_NE(plain.notes.at(0).find("handed no replicated chunk to another rank"), std::string::npos) << plain.notes[0];
+  EXPECT_EQ(ih::check_writers(expected, written({{{0, 0}, 0}, {{4, 0}, 0}}), {"w"}).wrong, 0);  // not required
+}
+
 }  // namespace

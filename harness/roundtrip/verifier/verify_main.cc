@@ -396,7 +396,8 @@ std::int64_t check_chunk_writers(const Args& a, const Json& catalogue, Findings&
   std::set<std::string> catalogue_keys;
   for (const char* list : {"keys", "aliases"})
     for (const auto& k : catalogue.at(list)) catalogue_keys.insert(k.at("key").get<std::string>());
-  const ih::WriterCheck writers = ih::check_writers(catalogue.at("writers"), *listed, catalogue_keys);
+  const ih::WriterCheck writers =
+      ih::check_writers(catalogue.at("writers"), *listed, catalogue_keys, catalogue.value("spread_writes", false));
   if (writers.wrong) f.counts["writer"] += writers.wrong;
   for (const std::string& line : writers.notes)
     if (f.notes.size() < 50) f.notes.push_back(line);
