@@ -83,7 +83,10 @@ void check_object_key(const std::string& key, const std::vector<const RankedObje
 /// What Megatron's validate_sharding_integrity concludes (spec 3.7 steps 3-6, rank 0's view).
 struct MegatronValidation {
   std::optional<std::string> assertion;  // an assert fired (the run aborts there)
-  std::vector<std::string> errors;       // collected "Invalid access pattern ..." messages
+  /// What stopped the checks was another exception than an assert (`assertion` holds its message): the run aborts
+  /// too, but on a crash of the checks themselves (an IndexError in the access counter), not on their verdict.
+  bool crashed = false;
+  std::vector<std::string> errors;  // collected "Invalid access pattern ..." messages
   /// What PyTorch DCP's coordinator then concludes on the main replicas' save plans
   /// (_validate_global_plan, models/dcp_plan.h); nullopt where the implementation does not say.
   /// A real save reaches it only when the checks above pass (or validation is off).

@@ -64,7 +64,8 @@ Result<GlobalMetadata> gpt_save_metadata() {
 
 std::string verdict_text(const Result<MegatronValidation>& v) {
   if (!v.ok()) return "error " + std::string(to_string(v.error().kind));
-  return v->assertion ? "assertion" : (v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)");
+  if (v->assertion) return v->crashed ? "crash: " + *v->assertion : "assertion";
+  return v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)";
 }
 
 /// One more shard's rows on the row axis of `t`'s global shape, its fragment count with it (the local shape has no
@@ -73,6 +74,13 @@ void grow_rows(ShardedTensor& t) {
   const auto row_axis = static_cast<std::size_t>(t.prepend_axis_num);
   t.global_shape[row_axis] += t.local_shape[0];
   if (t.axis_fragmentations) (*t.axis_fragmentations)[row_axis] += 1;
+}
+
+/// `t` on a grid twice as fine along its rows (half the local rows, twice the fragments), its offset unchanged:
+/// consistent by itself, at odds with another rank's grid for the same key.
+void split_rows_finer(ShardedTensor& t) {
+  t.local_shape[0] /= 2;
+  if (t.axis_fragmentations) (*t.axis_fragmentations)[static_cast<std::size_t>(t.prepend_axis_num)] *= 2;
 }
 
 /// Named edits of a valid save, each a mistake Megatron's validation does (or does not) see.
@@ -132,6 +140,10 @@ std::vector<std::pair<std::string, std::function<void(GlobalMetadata&)>>> plante
        [=](GlobalMetadata& m) { grow_rows(*tensor_named(m, 0, "linear_qkv.weight")); }},
       {"qkv's global shape one shard larger on rank 1 than on rank 0",
        [=](GlobalMetadata& m) { grow_rows(*tensor_named(m, 1, "linear_qkv.weight")); }},
+      // Two ranks disagreeing on a key's local shape, each on a regular grid of its own: Megatron asserts they agree
+      // (the second campaign's survivor at validation.py's `if has_regular_sharding_grid`, negated, skips that).
+      {"qkv cut in twice as many pieces on rank 1 as on rank 0, each rank's own grid regular",
+       [=](GlobalMetadata& m) { split_rows_finer(*tensor_named(m, 1, "linear_qkv.weight")); }},
       {"extra-state object missing",
        [](GlobalMetadata& m) {
          std::erase_if(m.objects,

@@ -143,7 +143,7 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
       const std::string kind = detail.at("kind").get<std::string>();
       const std::string message = detail.at("key").get<std::string>() + ": " + detail.at("message").get<std::string>();
       if (kind == "assertion" || kind == "exception") {
-        if (!out.assertion) out.assertion = message;
+        if (!out.assertion) out.assertion = message, out.crashed = kind == "exception";
       } else {
         out.errors.push_back(message);
       }
