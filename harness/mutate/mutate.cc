@@ -134,11 +134,11 @@ bool fails_differently(const CheckVerdict& clean, const CheckVerdict& mutant, co
   return false;  // no clean verdict to compare with
 }
 
-bool ran(const std::string& outcome) {
+}  // namespace
+
+bool gave_verdict(const std::string& outcome) {
   return outcome == "passed" || outcome == "failed" || outcome == "known_finding";
 }
-
-}  // namespace
 
 Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::string& overlay, const std::string& tree) {
   Judgement j;
@@ -147,8 +147,13 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
   for (const auto& [name, verdict] : *run.verdicts)  // a module that no longer imports is no kill (issue 32)
     if (verdict.outcome == "failed" && verdict.detail.find(kDoesNotImport) != std::string::npos)
       return {Outcome::incompetent, {}, name + ": " + verdict.detail.substr(0, verdict.detail.find('\n'))};
-  std::string timed_out, no_verdict;
+  std::string timed_out, no_verdict, no_clean_verdict;
+  bool judged = false;  // some check had a verdict on the clean tree to compare with
   for (const auto& [name, clean_verdict] : clean) {
+    if (gave_verdict(clean_verdict.outcome))
+      judged = true;
+    else if (no_clean_verdict.empty())
+      no_clean_verdict = name + ": " + clean_verdict.outcome + " on the clean tree";
     const auto found = run.verdicts->find(name);
     if (found == run.verdicts->end()) {
       no_verdict = name + ": missing from the mutant's report";
@@ -157,7 +162,7 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
     const CheckVerdict& mutant = found->second;
     if (fails_differently(clean_verdict, mutant, overlay, tree)) j.killed_by.push_back(name);
     if (mutant.outcome == "timeout") timed_out = name;
-    if (!ran(mutant.outcome) && ran(clean_verdict.outcome)) no_verdict = name + ": " + mutant.outcome;
+    if (!gave_verdict(mutant.outcome) && gave_verdict(clean_verdict.outcome)) no_verdict = name + ": " + mutant.outcome;
   }
   if (!j.killed_by.empty())
     j.outcome = Outcome::killed;
@@ -165,6 +170,8 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
     j = {Outcome::timeout, {}, timed_out + " timed out"};
   else if (!no_verdict.empty())
     j = {Outcome::incompetent, {}, no_verdict};
+  else if (!judged)  // a check that gave the clean tree no verdict cannot tell the mutant's apart: never a survival
+    j = {Outcome::incompetent, {}, no_clean_verdict.empty() ? "no check judges it" : no_clean_verdict};
   return j;
 }
 

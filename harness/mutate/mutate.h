@@ -67,9 +67,13 @@ struct Judgement {
   std::vector<std::string> killed_by;  // the checks that failed for it
   std::string note;                    // why incompetent or timeout
 };
+/// Whether a check's outcome is a verdict (passed, failed, known_finding): not a harness error, timeout or not run.
+bool gave_verdict(const std::string& outcome);
+
 /// killed: a check FAILED where the clean tree passed, or failed differently from the clean tree (a known
 /// finding matched as before is no kill); else timeout (the run or a check); else incompetent (no report, a
-/// harness error, a check that ran on the clean tree and did not on the mutant); else survived.
+/// harness error, a check that ran on the clean tree and did not on the mutant, or no check with a verdict on the
+/// clean tree to compare with); else survived.
 /// `overlay` and `tree` let a detail that names the overlay's path compare equal to the clean one.
 Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::string& overlay, const std::string& tree);
 

@@ -188,6 +188,10 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   if (!clean.first.verdicts)
     return make_error(seam_kind::harness_error, "the clean tree's checks gave no report: " + clean.first.why);
   result.clean_seconds = clean.second;
+  for (const auto& [name, verdict] : *clean.first.verdicts)
+    if (!gave_verdict(verdict.outcome))
+      progress << "WARNING: the clean tree's " << name << " gave no verdict (" << verdict.outcome
+               << "): it cannot judge a mutant, and one judged by no other check is incompetent\n";
   warm.check(progress);
   // A mutant may be slower than the clean tree, not endlessly: three times its run and a minute.
   const milliseconds deadline(static_cast<std::int64_t>(3'000 * clean.second) + 60'000);

@@ -133,6 +133,17 @@ TEST(Judge, TimeoutsAndBrokenRunsAreNeverKills) {
   EXPECT_EQ(judge(clean, ran({}), "/o", "/t").outcome, Outcome::incompetent);
 }
 
+TEST(Judge, ChecksThatGaveTheCleanTreeNoVerdictCannotLetAMutantSurvive) {
+  const GateVerdicts clean{{"p", {"harness_error", "", 1}}, {"q", {"timeout", "", 1}}};
+  const auto j = judge(clean, ran({{"p", {"known_finding", "", 1}}, {"q", {"passed", "", 1}}}), "/o", "/t");
+  EXPECT_EQ(j.outcome, Outcome::incompetent);
+  EXPECT_NE(j.note.find("on the clean tree"), std::string::npos) << j.note;
+  // One check with a clean verdict is enough to judge: it passing on the mutant too is a survival.
+  const GateVerdicts mixed{{"p", {"harness_error", "", 1}}, {"r", {"passed", "", 1}}};
+  EXPECT_EQ(judge(mixed, ran({{"p", {"passed", "", 1}}, {"r", {"passed", "", 1}}}), "/o", "/t").outcome,
+            Outcome::survived);
+}
+
 TEST(Score, KilledOverKilledSurvivedAndTimeoutPerFileAndFunction) {
   std::vector<Mutant> mutants(4);
   const Outcome outcomes[] = {Outcome::killed, Outcome::survived, Outcome::incompetent, Outcome::equivalent};
