@@ -55,32 +55,35 @@ if [[ "$case_name" = gtp_* || "$case_name" = shard_split* || "$case_name" = real
 fi
 [ "$rc" = "$expect_rc" ] || fail "exit $rc, expected $expect_rc"
 all=$(cat "$out" "$err")
+# grep over the whole output without a pipe: under pipefail, `echo "$all" | grep -q` fails when grep stops reading
+# at its first match and echo, still writing a long output, dies of SIGPIPE (seen in CI as a false "did not FAIL").
+output_has() { grep "$@" <<<"$all"; }
 case "$case_name" in
   mutant)
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
     grep -q '"reason":"misplaced: rank 0: ' "$out" || fail "the failing scenario's JSON names no reason"
     grep -q '"elements_verified":0,' "$out" && fail "nothing was verified"
-    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
-    echo "$all" | grep -q 'misplaced: rank 0: .*decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
+    output_has -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    output_has -q 'misplaced: rank 0: .*decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
       fail "the first wrong element is not named by key, rank and global index" ;;
   kill)
-    echo "$all" | grep -q 'save rank 1 died without a result' || fail "the killed rank is not named"
-    echo "$all" | grep -q 'checkpoint NOT complete and never loaded' || fail "the checkpoint is not reported incomplete"
-    echo "$all" | grep -q 'load world' && fail "an incomplete checkpoint was loaded"
+    output_has -q 'save rank 1 died without a result' || fail "the killed rank is not named"
+    output_has -q 'checkpoint NOT complete and never loaded' || fail "the checkpoint is not reported incomplete"
+    output_has -q 'load world' && fail "an incomplete checkpoint was loaded"
     [ -e "$keep/gpt/s_gpt_hybrid_pp_tp/checkpoint.complete" ] && fail "the checkpoint is marked complete"
-    echo "$all" | grep -q ' 0 elements verified' || fail "elements were counted as verified" ;;
+    output_has -q ' 0 elements verified' || fail "elements were counted as verified" ;;
   hang)
-    echo "$all" | grep -q 'hung rank 1 (pid [0-9]*): stage' || fail "the hung rank is not named"
-    echo "$all" | grep -q 'ERROR: timeout' || fail "no timeout error" ;;
+    output_has -q 'hung rank 1 (pid [0-9]*): stage' || fail "the hung rank is not named"
+    output_has -q 'ERROR: timeout' || fail "no timeout error" ;;
   gtp_mutant|gtp_local_mutant)
-    echo "$all" | grep -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
+    output_has -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
       fail "no non-zero pad element named" ;;
   shard_split_zero_fill)
-    echo "$all" | grep -q 'candidate shard-split design, not Megatron' || fail "the run does not say the design is the candidate"
-    echo "$all" | grep -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
+    output_has -q 'candidate shard-split design, not Megatron' || fail "the run does not say the design is the candidate"
+    output_has -Eq 'nonzero_pad: rank [0-9]+: decoder.layers.0.mixer.in_proj.weight: pad element \(local \[[0-9]+, [0-9]+\]\) holds' ||
       fail "no non-zero pad element named" ;;
   shard_split_offset)
-    echo "$all" | grep -Eq 'wrong by kind \{"(duplicated|misplaced)":[1-9]' || fail "no misplaced rows counted" ;;
+    output_has -Eq 'wrong by kind \{"(duplicated|misplaced)":[1-9]' || fail "no misplaced rows counted" ;;
   gtp_local|shard_split|real_seed)
     grep -q '"ok":true' "$out" || fail "JSON verdict is not ok:true"
     grep -Eq '"elements_verified":[1-9]' "$out" || fail "nothing was verified" ;;
@@ -96,45 +99,45 @@ case "$case_name" in
     done ;;
   real_mutant)
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
-    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
-    echo "$all" | grep -q 'misplaced: rank 0: model.decoder.layers.1.self_attention.linear_qkv.weight: decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
+    output_has -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    output_has -q 'misplaced: rank 0: model.decoder.layers.1.self_attention.linear_qkv.weight: decoder.layers.self_attention.linear_qkv.weight\[0, 0, 0\] (local \[0, 0\]) holds .*\[1, 0, 0\]' ||
       fail "the swapped layer's first wrong element is not named by path, key and global index"
-    echo "$all" | grep -Eq 'wrong by part \{"model":[1-9][0-9]*,"optimizer":[1-9]' ||
+    output_has -Eq 'wrong by part \{"model":[1-9][0-9]*,"optimizer":[1-9]' ||
       fail "the swapped layers' optimizer moments are not counted wrong beside their weights" ;;
   real_training_mutant)
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
-    echo "$all" | grep -q 'HARNESS ERROR' && fail "the skipped setup was blamed on the harness"
-    echo "$all" | grep -q "^FAIL real_gpt_hybrid_training: " || fail "the scenario did not FAIL"
-    echo "$all" | grep -Eq "load failed: megatron_error: rank 0, stage 'load: megatron.training.checkpointing.load_checkpoint': .*decoder\.layers\.[0-9]+\.[a-z_.]+ from model not in state dict" ||
+    output_has -q 'HARNESS ERROR' && fail "the skipped setup was blamed on the harness"
+    output_has -q "^FAIL real_gpt_hybrid_training: " || fail "the scenario did not FAIL"
+    output_has -Eq "load failed: megatron_error: rank 0, stage 'load: megatron.training.checkpointing.load_checkpoint': .*decoder\.layers\.[0-9]+\.[a-z_.]+ from model not in state dict" ||
       fail "load_checkpoint's error does not name the hybrid key the GPT checkpoint lacks" ;;
   real_distributed_optimizer_mutant)  # a save-side mutant: the saved moments are wrong, named by key and index
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
-    echo "$all" | grep -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
-    echo "$all" | grep -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
-    echo "$all" | grep -Eq 'rank 0: optimizer\.param_state\.[0-9]+\.(param|exp_avg|exp_avg_sq): [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds ' ||
+    output_has -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
+    output_has -Eq '"wrong_elements":[1-9]' || fail "no wrong elements counted"
+    output_has -Eq 'rank 0: optimizer\.param_state\.[0-9]+\.(param|exp_avg|exp_avg_sq): [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds ' ||
       fail "no wrong optimizer element named by its key and global index"
     # What Megatron loaded is verified although the optimizer's load_state_dict then raises (finding F on CPU).
-    echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
+    output_has -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
       fail "finding F's refusal is not reported beside the verified elements" ;;
   real_distributed_optimizer_load_mutant)  # a load_state_dict mutant: only the optimizer's own moments are wrong
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
-    echo "$all" | grep -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
-    echo "$all" | grep -Eq '[1-9][0-9]* of the elements compared are the DistributedOptimizer.s own states after its load_state_dict' ||
+    output_has -q 'HARNESS ERROR' && fail "the mutant's wrong state was blamed on the harness"
+    output_has -Eq '[1-9][0-9]* of the elements compared are the DistributedOptimizer.s own states after its load_state_dict' ||
       fail "the optimizer's own states after its load_state_dict were not compared"
-    echo "$all" | grep -Eq 'rank 0: after_load_state_dict/optimizer\.param_state\.[0-9]+\.exp_avg(_sq)?: [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds optimizer\.state\.exp_avg' ||
+    output_has -Eq 'rank 0: after_load_state_dict/optimizer\.param_state\.[0-9]+\.exp_avg(_sq)?: [a-z_.]+\[[0-9, ]+\] \(local \[[0-9, ]+\]\) holds optimizer\.state\.exp_avg' ||
       fail "no swapped moment of the optimizer's own state named by its key and global index"
-    echo "$all" | grep -Eq 'rank 0: optimizer\.' && fail "what Megatron's load returned was counted wrong: the mutant is in load_state_dict"
-    echo "$all" | grep -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
+    output_has -Eq 'rank 0: optimizer\.' && fail "what Megatron's load returned was counted wrong: the mutant is in load_state_dict"
+    output_has -Eq "load failed: megatron_error: .*KeyError: 'step'.* in _set_main_param_and_optimizer_states" ||
       fail "finding F's refusal (the unshimmed load) is not reported" ;;
   real_stored_layout_mutant)  # a self-consistent format change: only the stored bytes can tell
     grep -q '"ok":false' "$out" || fail "JSON verdict is not ok:false"
-    echo "$all" | grep -q 'HARNESS ERROR' && fail "the traded chunks were blamed on the harness"
-    echo "$all" | grep -Eq 'rank 0: [a-z_.0-9]+\[' && fail "a loaded element was counted wrong: the change reads back alike"
-    echo "$all" | grep -Eq 'mixer\.(in_proj|conv1d)\.weight\.(B|C) chunk at \[[0-9, ]+\] of \[[0-9, ]+\]: element \[[0-9, ]+\] holds [^ ]*\.weight\.(B|C)\[[0-9, ]+\], the reference.s layout puts [^ ]*\.weight\.(B|C)' ||
+    output_has -q 'HARNESS ERROR' && fail "the traded chunks were blamed on the harness"
+    output_has -Eq 'rank 0: [a-z_.0-9]+\[' && fail "a loaded element was counted wrong: the change reads back alike"
+    output_has -Eq 'mixer\.(in_proj|conv1d)\.weight\.(B|C) chunk at \[[0-9, ]+\] of \[[0-9, ]+\]: element \[[0-9, ]+\] holds [^ ]*\.weight\.(B|C)\[[0-9, ]+\], the reference.s layout puts [^ ]*\.weight\.(B|C)' ||
       fail "no stored in_proj or conv1d chunk named with the element the reference's layout puts there" ;;
   truncate)
-    echo "$all" | grep -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
+    output_has -Eq 'checkpoint_truncated: rank [0-9]+, .*checkpoint file __[0-9]+_[0-9]+\.distcp has [0-9]+ bytes; key [^ ]+ chunk' ||
       fail "no typed error naming file, key and rank"
-    echo "$all" | grep -q ' 0 elements verified' || fail "elements were counted as verified" ;;
+    output_has -q ' 0 elements verified' || fail "elements were counted as verified" ;;
 esac
 echo "PASS ($case_name)"
