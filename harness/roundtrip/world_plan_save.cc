@@ -119,10 +119,9 @@ Result<Json> write_save_ranks(const ScenarioPlanner& planner, const SavedKeys& s
                                        {"objects", plan.objects}}));
   }
   IH_TRY_STATUS(write_plan_file(dir / "stored_layout.json", Json{{"remaps", remaps_json(writers.remaps)}}));
-  // A fully parallel save (training's default --ckpt-fully-parallel-save, or the fully_parallel path) hands each
-  // replicated chunk to one of the ranks holding it, so there the writer is any one of the chunk's holders.
-  const bool any_holder = s.load_path == LoadPath::training || s.load_path == LoadPath::fully_parallel;
-  return expected_writers_json(writers.main_replicas, any_holder ? &writers.holders : nullptr,
+  // A fully parallel save hands each replicated chunk to one of the ranks holding it, so there the writer is any one
+  // of the chunk's holders.
+  return expected_writers_json(writers.main_replicas, s.saves_fully_parallel() ? &writers.holders : nullptr,
                                s.is_real() ? DescribedBy::megatron : DescribedBy::reference);
 }
 

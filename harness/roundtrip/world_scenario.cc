@@ -51,9 +51,12 @@ bool WorldScenario::param_groups_after_load_checkpoint() const {
   return load_path == LoadPath::training && real_load.optimizer && real_load.config.num_experts == 0;
 }
 
+bool WorldScenario::saves_fully_parallel() const {
+  return load_path == LoadPath::training || load_path == LoadPath::fully_parallel;
+}
+
 bool WorldScenario::save_spreads_writes() const {
-  return is_real() && (load_path == LoadPath::training || load_path == LoadPath::fully_parallel) &&
-         data_parallel_size(real_save.sizes) * real_save.sizes.cp > 1;
+  return is_real() && saves_fully_parallel() && data_parallel_size(real_save.sizes) * real_save.sizes.cp > 1;
 }
 
 bool WorldScenario::distributed_optimizer() const {

@@ -129,8 +129,10 @@ struct WorldScenario {
   /// training path with one (unchained: no experts) optimizer.
   bool param_groups_after_load_checkpoint() const;
   /// Whether the save is fully parallel (Megatron's FullyParallelSaveStrategyWrapper: the fully_parallel path, and
-  /// training's default --ckpt-fully-parallel-save) over data-parallel groups of several ranks, so that some
-  /// replicated chunk must be written by another rank than its main replica's.
+  /// training's default --ckpt-fully-parallel-save).
+  bool saves_fully_parallel() const;
+  /// Whether it is so over data-parallel groups of several ranks, so that some replicated chunk must be written by
+  /// another rank than its main replica's.
   bool save_spreads_writes() const;
   /// Whether the real models keep Megatron's DistributedOptimizer. It takes fp32 parameters only (the oracle's
   /// values are then float32, OracleDtype::float32), and an fp32 parameter is its own main copy: the optimizer's
