@@ -129,6 +129,7 @@ Result<OptimizerResumeAnswer> optimizer_resume_from_json(const Json& r) {
     IH_TRY_ASSIGN(resumed, resumed_rank(rank, r));
     out.ranks.push_back(std::move(resumed));
   }
+  if (r.contains("unexplained") && r["unexplained"].is_string()) out.unexplained = r["unexplained"].get<std::string>();
   return out;
 }
 

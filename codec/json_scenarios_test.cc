@@ -61,6 +61,12 @@ TEST(JsonScenarios, OptimizerResumeReplySaysWhatEachRankLoaded) {
   ASSERT_TRUE(refused.ok() && refused->refused);
   EXPECT_EQ(refused->refused->message, "CheckpointException: KeyError: 'p.w' (at f.py:1)");
   EXPECT_TRUE(refused->ranks.empty());
+  auto misshapen = optimizer_resume_from_json(Json::parse(
+      "{" + keys +
+      R"(, "ranks": [], "unexplained": "rank (t=0, g=1): the loaded weight has shape [8, 5], not the [8, 4] it was filled as"})"));
+  ASSERT_TRUE(misshapen.ok()) << misshapen.error().message;
+  EXPECT_EQ(misshapen->unexplained,
+            "rank (t=0, g=1): the loaded weight has shape [8, 5], not the [8, 4] it was filled as");
 }
 
 TEST(JsonScenarios, AnOptimizerResumeReplyWithoutItsRowsIsAHarnessError) {

@@ -75,7 +75,7 @@ struct OptimizerResumeAnswer {
   std::vector<std::string> saved_keys, requested_keys;  // exp_avg keys, sorted
   std::optional<Refusal> refused;                       // a step refused (then no rank's rows are given)
   std::vector<ResumedRank> ranks;
-  std::string unexplained;  // the round trip did not hold and the target cannot say how (then no ranks)
+  std::string unexplained;  // what did not hold that the rows cannot say (a loaded tensor of another shape)
 };
 
 /// Sorted keys on one line: "p.{z,V0,...}" when they share the stem p, else joined by ", ".

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A slip in Megatron's checkpoint path that the campaign found surviving (docs/megatron-findings.md), planted in a
-# copy of the snapshot made now (plant_slip.py): the real scenario that closes it must FAIL for Megatron's reason,
-# and PASS on the snapshot itself (so the failure is the slip's).
+# copy of the snapshot made now (plant_slip.py): the real scenario or gate check that closes it must FAIL for
+# Megatron's reason, and PASS on the snapshot itself (so the failure is the slip's).
 # Usage: planted_slip_test.sh BINARY SCENARIO SAVE_RANKS LOAD_RANKS FILE OLD NEW EXPECTED (exit 77: skipped, no
-# snapshot or no such code);
+# snapshot or no such code); SCENARIO: a real round trip's scenario, or a gate check's name (gate/GROUP/CHECK,
+# the ranks then empty: the check picks its own worlds);
 # EXPECTED: an extended regular expression the failing round trip's output holds (Megatron's error, or the
 # verifier's line naming what is wrong).
 set -uo pipefail
@@ -13,9 +14,14 @@ snap=$(bash "$here/../../../ci/megatron-snapshot.sh" 2>/dev/null) || { echo "SKI
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 "$here/plant_slip.py" "$snap" "$work/slip" "$file" "$old" "$new" || { echo "SKIP: the snapshot lacks the code"; exit 77; }
-run() {  # NAME TREE: one round trip of the scenario, its output in $work/NAME.txt; prints its exit
-  "$bin" roundtrip --real --scenario "$scenario" --save-ranks "$save_ranks" --load-ranks "$load_ranks" \
-    --megatron-path "$2" >"$work/$1.txt" 2>&1
+echo "$scenario" >"$work/checks.txt"
+run() {  # NAME TREE: one round trip of the scenario (or the gate check), its output in $work/NAME.txt; prints its exit
+  if [[ $scenario == gate/* ]]; then
+    "$bin" gate --target megatron --megatron-path "$2" --checks-from "$work/checks.txt" >"$work/$1.txt" 2>&1
+  else
+    "$bin" roundtrip --real --scenario "$scenario" --save-ranks "$save_ranks" --load-ranks "$load_ranks" \
+      --megatron-path "$2" >"$work/$1.txt" 2>&1
+  fi
   echo $?
 }
 rc=$(run snapshot "$snap")

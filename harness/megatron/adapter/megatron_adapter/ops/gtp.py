@@ -70,7 +70,8 @@ def optimizer_resume(ctx, req):
     """A GTP weight and its exp_avg saved with Megatron's own optimizer at (T1, G1, p1) and loaded
     at (T2, G2, p2) (worlds/optimizer_tasks.py): the exp_avg keys the save wrote and the load
     asked for, then Megatron's refusal or what each load rank loaded, row by row: the saved row
-    (save TP rank, TP-local row) its values came from. Which row belongs where the harness judges."""
+    (save TP rank, TP-local row) its values came from, and what is unexplained (a loaded tensor of another shape
+    than the parameter, a row whose columns differ). Which row belongs where the harness judges."""
     import shutil
     import tempfile
     import time as _time
@@ -119,7 +120,8 @@ def optimizer_resume(ctx, req):
     ranks = [{"tp": r["tp"], "gtp": r["gtp"], "first_row": r["first_row"],
               **{what: [optimizer_tasks.saved_row(v, base, sv["tp"], saved_rows) for v in r[what]]
                  for what, base in (("weight", 0), ("exp_avg", optimizer_tasks.EXP_AVG_BASE))}} for r in loaded]
-    return dict(out, ranks=ranks)
+    unexplained = "; ".join(r["unexplained"] for r in loaded if r.get("unexplained"))
+    return dict(out, ranks=ranks, **({"unexplained": unexplained} if unexplained else {}))
 
 
 def gtp_all_padding_load(ctx, req):

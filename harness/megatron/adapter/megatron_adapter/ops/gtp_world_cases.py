@@ -201,6 +201,8 @@ class GtpWorldCases:
         except gloo_worlds.WorldTaskError as exc:
             raise exc.op_error()
         r = results[world.rank_of(0, p["tp_rank"], p["gtp_rank"])]
+        if r.get("problem"):
+            raise OpError("megatron_error", f"the in_proj factory's merge_fn gave a tensor with {r['problem']}")
         storage = {k: s for s, k in index.items()}
         blocks = []
         for src in worker_context.decode_rows(r["codes"]):

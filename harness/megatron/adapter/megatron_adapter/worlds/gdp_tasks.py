@@ -4,7 +4,7 @@ wrap_module_params_gtp wraps, its save and merge, and GTP's writer election (doc
 from candidates import shard_split  # selects the candidate design per task (inactive unless installed)
 
 from megatron_adapter.error_kinds import exception_facts
-from megatron_adapter.worlds.worker_context import (decode_rows, install_groups, megatron_frame,
+from megatron_adapter.worlds.worker_context import (decode_rows, first_column_checked, install_groups, megatron_frame,
                                                    row_code)
 
 
@@ -192,9 +192,12 @@ def task_gdp_save(ctx, p):
         if gathered and base is not None:
             # The gathered buffer must be the TP-local weight's real rows, in order.
             want = [(ctx.t, r) for r in range(int(base.shape[0]))]
-            got = decode_rows(base[:, 0].tolist()) if base.dim() == 2 else []
-            out["gathered_rows_ok"] = got == want
-            if got != want:
+            codes, problem = first_column_checked(base, (int(base.shape[0]), int(p["cols"])))
+            got = decode_rows(codes)
+            out["gathered_rows_ok"] = got == want and problem is None
+            if problem:
+                out["gathered_rows_problem"] = f"the gathered buffer has {problem}"
+            elif got != want:
                 bad = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b) if len(got) == len(want) else None
                 out["gathered_rows_problem"] = (f"gathered {len(got)} rows, first wrong row {bad}: {got[bad] if bad is not None else ''}"
                                                 if bad is not None else f"gathered {len(got)} rows, expected {len(want)}")
@@ -220,7 +223,8 @@ def task_gdp_save_unpatched(ctx, p):
 
 def task_gdp_merge(ctx, p):
     """Calls the merge_fn of the factory task_gdp_save built for p["case"] on loaded tensors given
-    as row codes (one list of codes per loaded tensor); returns the merged rows' codes."""
+    as row codes (one list of codes per loaded tensor); returns the merged rows' codes and what is wrong with the
+    merged tensor beyond its rows (its columns)."""
     torch = ctx.torch
     factory = ctx.factories.get(p.get("case", "default"))
     if factory is None:
@@ -239,7 +243,9 @@ def task_gdp_merge(ctx, p):
     loaded = mine["loaded"]
     arg = tensor(loaded) if mine.get("bare") else [tensor(c) for c in loaded]
     merged = factory.merge_fn(arg)
-    return {"rows": int(merged.shape[0]), "codes": merged[:, 0].tolist() if merged.dim() == 2 else []}
+    rows = int(merged.shape[0]) if merged.dim() else 0
+    codes, problem = first_column_checked(merged, (rows, cols))
+    return {"rows": rows, "codes": codes, "problem": problem}
 
 
 def _rank_lists(gen, token):

@@ -22,7 +22,7 @@ import math
 import re
 
 from megatron_adapter.worlds.gdp_tasks import layout_dims
-from megatron_adapter.worlds.worker_context import megatron_frame, raised_in_harness
+from megatron_adapter.worlds.worker_context import first_column_checked, megatron_frame, raised_in_harness
 
 EXP_AVG_BASE = 1000
 IN_PROJ_PREFIX = "decoder.layers.0.mixer."
@@ -186,7 +186,8 @@ def task_opt_save(ctx, p):
 def task_opt_load(ctx, p):
     """What this rank's load asked for and got: the exp_avg keys requested, its coordinates (the
     TP-local row of its row 0: g * R on a GTP shard of R rows), and Megatron's refusal or the first
-    column of the loaded weight and exp_avg rows."""
+    column of the loaded weight and exp_avg rows, with what is unexplained where they are not the parameter's
+    shape or a row's columns differ."""
     from megatron.core import dist_checkpointing
     with _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
         key, weight, optimizer, sharded = _build(ctx, p)
@@ -205,6 +206,10 @@ def task_opt_load(ctx, p):
             if raised_in_harness(exc):
                 raise
             return dict(out, load_error=_cause(exc), megatron_frame=_frame(exc))
-    exp_avg = optimizer.optimizer.state[weight.main_param]["exp_avg"]
-    return dict(out, weight=[float(v) for v in loaded["model"][key][:, 0].float()],
-                exp_avg=[float(v) for v in exp_avg[:, 0].float()])
+    found = {"weight": loaded["model"][key], "exp_avg": optimizer.optimizer.state[weight.main_param]["exp_avg"]}
+    problems = []
+    for what, tensor in found.items():
+        out[what], problem = first_column_checked(tensor.float(), weight.shape)
+        if problem:
+            problems.append(f"rank (t={ctx.t}, g={ctx.g}): the loaded {what} has {problem}")
+    return dict(out, unexplained="; ".join(problems)) if problems else out

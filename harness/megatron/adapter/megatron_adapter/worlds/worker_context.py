@@ -24,6 +24,17 @@ def decode_rows(values):
     return out
 
 
+def first_column_checked(t, shape):
+    """Column 0 of a 2-D tensor each of whose rows the harness filled with one code (a loaded or merged copy of
+    such rows), and what is wrong with it, or None: another shape than `shape`, or a row whose columns differ.
+    Column 0 alone would hide a column Megatron added, dropped or shifted."""
+    if t.dim() != 2 or list(t.shape) != list(shape):
+        return [], f"shape {list(t.shape)}, not the {list(shape)} it was filled as"
+    mixed = (t != t[:, :1]).any(dim=1).nonzero().flatten().tolist()
+    problem = f"{len(mixed)} of its rows differ across columns (first: row {mixed[0]})" if mixed else None
+    return t[:, 0].tolist(), problem
+
+
 class Ctx:
     """What a worker knows: Megatron, its coordinates and its groups; the GTP flag patches it holds for its life
     (gtp_patches, a patches.Applied) and those of the task it runs (task_patches)."""
