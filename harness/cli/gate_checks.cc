@@ -67,10 +67,11 @@ Budget budget_of(const TargetOptions& options, const TargetSpec& spec) {
 }
 
 /// Both cross-version runners of `spec` (none without a base tree).
-CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch) {
+CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch,
+                              const SelectedChecks& selected) {
   if (!spec.base_megatron_path) return {};
-  return {cross_version_runner(spec, progress, CrossVersion::base_to_new, batch),
-          cross_version_runner(spec, progress, CrossVersion::new_to_base, batch)};
+  return {cross_version_runner(spec, progress, CrossVersion::base_to_new, batch, selected),
+          cross_version_runner(spec, progress, CrossVersion::new_to_base, batch, selected)};
 }
 
 Result<std::vector<gate::Check>> all_checks(const Budget& budget, bool differential,

@@ -71,7 +71,8 @@ struct CrossRunners {
 };
 
 /// Both cross-version runners of `spec` (none without a base tree).
-CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch);
+CrossRunners cross_runners_of(const TargetSpec& spec, std::ostream& progress, RealRoundTripBatch batch,
+                              const SelectedChecks& selected = std::nullopt);
 
 /// The gate's checks for a target; names are unique, so a token finds its check wherever it is. A Megatron
 /// target (differential) also gets the real tier's round trips, run by `real` (none: they are not listed), and with

@@ -114,14 +114,21 @@ int list_mutants(const TargetSpec& spec, bool as_json) {
   return kExitOk;
 }
 
-/// The checks the file `list` names (one check name a line: names hold commas), in the gate's order; an
-/// unreadable list or a name of no check is invalid_argument (a stale list must not pass by running nothing).
-Result<std::vector<gate::Check>> only_named_checks(std::vector<gate::Check> checks, const std::string& list) {
-  std::ifstream in(list);
-  if (!in) return make_error(ErrorKind::invalid_argument, "--checks-from " + list + ": cannot be read");
-  std::set<std::string> wanted;
+/// The check names the file `list` holds (one a line: names hold commas); none without a list. An unreadable
+/// list is invalid_argument.
+Result<SelectedChecks> check_list(const std::optional<std::string>& list) {
+  if (!list) return SelectedChecks();
+  std::ifstream in(*list);
+  if (!in) return make_error(ErrorKind::invalid_argument, "--checks-from " + *list + ": cannot be read");
+  std::set<std::string> names;
   for (std::string name; std::getline(in, name);)
-    if (!name.empty()) wanted.insert(name);
+    if (!name.empty()) names.insert(name);
+  return SelectedChecks(std::move(names));
+}
+
+/// The checks named in `wanted`, in the gate's order; a name of no check is invalid_argument (a stale list must not
+/// pass by running nothing).
+Result<std::vector<gate::Check>> only_named_checks(std::vector<gate::Check> checks, std::set<std::string> wanted) {
   std::vector<gate::Check> kept;
   for (gate::Check& check : checks)
     if (wanted.erase(check.check_name())) kept.push_back(std::move(check));
@@ -170,9 +177,12 @@ SideRun side_without_target(const TargetSpec& spec, const Budget& budget, const 
 Result<SideRun> run_side(const TargetSpec& spec, const GateOptions& args, const gate::KnownFindings& known,
                          std::ostream& progress, bool name_coverage_contexts = false) {
   const Budget budget = budget_of(args, spec);
-  auto checks = all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress),
-                           cross_runners_of(spec, progress, RealRoundTripBatch::by_direction));  // NEW's side only
-  if (checks.ok() && args.checks_from) checks = only_named_checks(std::move(*checks), *args.checks_from);
+  IH_TRY_ASSIGN(selected, check_list(args.checks_from));
+  constexpr RealRoundTripBatch kBatch = RealRoundTripBatch::by_direction;
+  auto checks =
+      all_checks(budget, spec.target != TargetKind::reference, real_roundtrip_runner(spec, progress, kBatch, selected),
+                 cross_runners_of(spec, progress, kBatch, selected));  // NEW's side only
+  if (checks.ok() && selected) checks = only_named_checks(std::move(*checks), *selected);
   if (!checks.ok()) return Error{ErrorKind::invalid_argument, checks.error().message};
   auto started = make_target(spec);
   if (!started.ok() && started.error().kind == seam_kind::does_not_import)

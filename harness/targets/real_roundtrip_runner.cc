@@ -72,6 +72,13 @@ RoundTripSessionOptions cross_options(const TargetSpec& spec, CrossVersion cross
   return o;
 }
 
+/// The gate check's name of a scenario's round trip in this direction (`{scenario}`: the pattern coverage names).
+std::string check_of(const std::string& scenario, std::int64_t a, std::int64_t b, std::optional<CrossVersion> cross) {
+  return cross ? gate_check_name(gate::kRealRoundTripCrossGroup,
+                                 gate::real_roundtrip_cross_check(*cross == CrossVersion::base_to_new, scenario, a, b))
+               : gate_check_name(gate::kRealRoundTripGroup, gate::real_roundtrip_check(scenario, a, b));
+}
+
 Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string>& names, std::int64_t a,
                            std::int64_t b, std::ostream& progress, std::optional<CrossVersion> cross) {
   if (cross && (!spec.megatron_path || !spec.base_megatron_path))
@@ -82,10 +89,7 @@ Result<Outcomes> run_batch(const TargetSpec& spec, const std::vector<std::string
     scenarios.push_back(std::move(s));
   }
   IH_TRY_ASSIGN(work, WorkFolder::make(std::nullopt, "interop-harness-real"));
-  const std::string check =
-      cross ? gate_check_name(gate::kRealRoundTripCrossGroup,
-                              gate::real_roundtrip_cross_check(*cross == CrossVersion::base_to_new, "{scenario}", a, b))
-            : gate_check_name(gate::kRealRoundTripGroup, gate::real_roundtrip_check("{scenario}", a, b));
+  const std::string check = check_of("{scenario}", a, b, cross);
   IH_TRY_ASSIGN(report, run_roundtrip_session(std::move(scenarios),
                                               cross ? cross_options(spec, *cross, work.path(), check, progress)
                                                     : session_options(spec, work.path(), check, progress)));
@@ -98,6 +102,7 @@ struct RealRoundTrips {
   std::ostream* progress = nullptr;
   RealRoundTripBatch batch = RealRoundTripBatch::by_direction;
   std::optional<CrossVersion> cross;
+  SelectedChecks selected;
   std::map<std::tuple<std::int64_t, std::int64_t, std::string>, Result<Outcomes>> batches;
 
   const Result<Outcomes>& batch_of(const std::string& scenario, std::int64_t a, std::int64_t b) {
@@ -106,9 +111,7 @@ struct RealRoundTrips {
     auto it = batches.find(key);
     if (it == batches.end())
       it = batches
-               .emplace(key, run_batch(spec,
-                                       whole ? (cross ? gate_cross_scenarios() : gate_real_scenarios())
-                                             : std::vector{scenario},
+               .emplace(key, run_batch(spec, whole ? direction_scenarios(a, b, cross, selected) : std::vector{scenario},
                                        a, b, *progress, cross))
                .first;
     return it->second;
@@ -123,6 +126,14 @@ std::vector<std::string> gate_cross_scenarios() { return real_world_scenario_nam
 
 std::vector<std::pair<std::int64_t, std::int64_t>> gate_real_directions() {
   return {std::begin(kGateDirections), std::end(kGateDirections)};
+}
+
+std::vector<std::string> direction_scenarios(std::int64_t save_ranks, std::int64_t load_ranks,
+                                             std::optional<CrossVersion> cross, const SelectedChecks& selected) {
+  std::vector<std::string> out;
+  for (const std::string& s : cross ? gate_cross_scenarios() : gate_real_scenarios())
+    if (!selected || selected->count(check_of(s, save_ranks, load_ranks, cross))) out.push_back(s);
+  return out;
 }
 
 namespace {
@@ -142,16 +153,17 @@ gate::RealRoundTripRunner runner_of(std::shared_ptr<RealRoundTrips> runs) {
 }  // namespace
 
 gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
-                                                RealRoundTripBatch batch) {
+                                                RealRoundTripBatch batch, SelectedChecks selected) {
   auto runs = std::make_shared<RealRoundTrips>();
-  runs->spec = spec, runs->progress = &progress, runs->batch = batch;
+  runs->spec = spec, runs->progress = &progress, runs->batch = batch, runs->selected = std::move(selected);
   return runner_of(std::move(runs));
 }
 
 gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross,
-                                               RealRoundTripBatch batch) {
+                                               RealRoundTripBatch batch, SelectedChecks selected) {
   auto runs = std::make_shared<RealRoundTrips>();
   runs->spec = spec, runs->progress = &progress, runs->cross = cross, runs->batch = batch;
+  runs->selected = std::move(selected);
   return runner_of(std::move(runs));
 }
 

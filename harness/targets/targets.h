@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -121,11 +122,15 @@ enum class RealRoundTripBatch {
   by_direction,  // the gate: the first scenario of a direction runs every gate scenario of it in one pair of worlds
   by_scenario,   // a replayed token: each scenario in worlds of its own
 };
+/// The gate checks a run selected by name (gate --checks-from); none: every check. A direction's batch then runs
+/// only the scenarios of selected checks (a mutant reaching two scenarios runs two, not the whole tier).
+using SelectedChecks = std::optional<std::set<std::string>>;
 /// A runner of the gate's real round trips (harness/roundtrip's session) for `spec`'s Megatron, its lines on
 /// `progress`. The plan's models are described by an unmutated adapter of the same Megatron with a long reply
 /// limit (a mutant is Megatron's code in the worlds only).
 gate::RealRoundTripRunner real_roundtrip_runner(const TargetSpec& spec, std::ostream& progress,
-                                                RealRoundTripBatch batch = RealRoundTripBatch::by_direction);
+                                                RealRoundTripBatch batch = RealRoundTripBatch::by_direction,
+                                                SelectedChecks selected = std::nullopt);
 /// Which trees a cross-version runner saves and loads with: BASE (spec.base_megatron_path) then NEW
 /// (spec.megatron_path), or NEW then BASE.
 enum class CrossVersion { base_to_new, new_to_base };
@@ -133,6 +138,11 @@ enum class CrossVersion { base_to_new, new_to_base };
 /// save world imports one tree, the load world the other, both describe every rank's model; no mutant (a mutant is
 /// NEW's code, and either world may be BASE's). Needs both trees (harness_error from each run otherwise).
 gate::RealRoundTripRunner cross_version_runner(const TargetSpec& spec, std::ostream& progress, CrossVersion cross,
-                                               RealRoundTripBatch batch = RealRoundTripBatch::by_direction);
+                                               RealRoundTripBatch batch = RealRoundTripBatch::by_direction,
+                                               SelectedChecks selected = std::nullopt);
+/// The scenarios one direction's batch runs: the gate's (the cross-version ones with `cross`) whose checks
+/// `selected` names, every one without a selection.
+std::vector<std::string> direction_scenarios(std::int64_t save_ranks, std::int64_t load_ranks,
+                                             std::optional<CrossVersion> cross, const SelectedChecks& selected);
 
 }  // namespace ih

@@ -79,6 +79,22 @@ TEST(TargetCandidate, TheCommandLinesCandidateIsRefusedWhenUnknownOrOnTheReferen
   EXPECT_EQ(on_reference.error().kind, ErrorKind::invalid_argument);
 }
 
+TEST(RealRoundTripSelection, ADirectionRunsOnlyTheScenariosWhoseChecksWereSelected) {
+  const std::vector<std::string> all = gate_real_scenarios();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(direction_scenarios(4, 2, std::nullopt, std::nullopt), all);
+  const std::string check = gate_check_name(gate::kRealRoundTripGroup, gate::real_roundtrip_check(all[1], 4, 2));
+  EXPECT_EQ(direction_scenarios(4, 2, std::nullopt, std::set<std::string>{check, "gate/model_dump/gpt_dense"}),
+            std::vector<std::string>{all[1]});
+  // The same scenario's check of another direction, or of the cross-version group, selects nothing here.
+  EXPECT_TRUE(direction_scenarios(2, 4, std::nullopt, std::set<std::string>{check}).empty());
+  EXPECT_TRUE(direction_scenarios(4, 2, CrossVersion::base_to_new, std::set<std::string>{check}).empty());
+  const std::string cross = gate_check_name(gate::kRealRoundTripCrossGroup,
+                                            gate::real_roundtrip_cross_check(true, gate_cross_scenarios()[0], 4, 2));
+  EXPECT_EQ(direction_scenarios(4, 2, CrossVersion::base_to_new, std::set<std::string>{cross}),
+            std::vector<std::string>{gate_cross_scenarios()[0]});
+}
+
 TEST(MegatronMutantListing, TierAndDesignAreReadOnceIntoEnums) {
   const auto listed = megatron_mutants_from_json(json::parse(R"({"mutants": [
       {"name": "maps_accept_mixed", "spec_bug_class": 3, "description": "d", "applicable": true, "of": "megatron"},
