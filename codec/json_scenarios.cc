@@ -34,7 +34,7 @@ std::optional<std::array<std::int64_t, 2>> pair_of(const Json& value) {
   return std::array<std::int64_t, 2>{value[0].get<std::int64_t>(), value[1].get<std::int64_t>()};
 }
 
-/// {"ok": true, "rows": [[rank, row] | null], "keys": [...]} or {"ok": false, "error", "frame"?}.
+/// {"ok": true, "rows": [[rank, row] | null], "keys": [...], "malformed"?} or {"ok": false, "error", "frame"?}.
 Result<OrderedLoad> ordered_load(const Json& x, const std::string& step, const Json& reply) {
   OrderedLoad out;
   if (!x.is_object()) return protocol("a rank's load is not an object", reply);
@@ -57,6 +57,7 @@ Result<OrderedLoad> ordered_load(const Json& x, const std::string& step, const J
     if (!key.is_string()) return protocol("a loaded key that is not a string", reply);
     out.keys.push_back(key.get<std::string>());
   }
+  if (x.contains("malformed") && x["malformed"].is_string()) out.malformed = x["malformed"].get<std::string>();
   return out;
 }
 

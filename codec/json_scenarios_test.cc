@@ -26,6 +26,12 @@ TEST(JsonScenarios, LoadOrderingsReplyIsTyped) {
   EXPECT_FALSE(b.refused->kind);  // Megatron's exceptions carry no typed kind
   EXPECT_EQ(b.refused->message, "ValueError: Different dict keys (at f.py:1)");
   EXPECT_EQ(rows_text(a.rows), "[[0,0],null]");
+  EXPECT_TRUE(a.malformed.empty());
+  auto wide = load_orderings_from_json(Json::parse(R"({"ranks": [{"serialization_load": {"ok": true, "rows": [],
+      "keys": [], "malformed": "shape [16, 3], not the [16, 2] it was filled as"}, "to_state_dict": {"ok": true,
+      "rows": [], "keys": []}}]})"));
+  ASSERT_TRUE(wide.ok()) << wide.error().message;
+  EXPECT_EQ(wide->ranks[0].serialization_load.malformed, "shape [16, 3], not the [16, 2] it was filled as");
 }
 
 TEST(JsonScenarios, BrokenRepliesAreHarnessErrors) {

@@ -128,6 +128,7 @@ struct OrderedLoad {
   /// The loaded in_proj rows: (saved GTP rank, saved row), nullopt for a zero row.
   std::vector<std::optional<std::array<std::int64_t, 2>>> rows;
   std::vector<std::string> keys;  // the loaded tree's top-level keys, sorted
+  std::string malformed;          // what is wrong with the loaded tensor beyond its rows (its shape, its columns)
 };
 
 struct OrderingsRank {

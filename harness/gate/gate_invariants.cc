@@ -170,10 +170,13 @@ Result<Violations> orders_check(Implementation& target) {
     const OrderingsRank& rank = answer.ranks[g];
     const std::string where = "D " + std::to_string(c.rows) + " gtp " + std::to_string(c.gtp) + " R " +
                               std::to_string(c.shard_rows) + " rank g=" + std::to_string(g) + ": ";
-    for (const auto* x : {&rank.serialization_load, &rank.to_state_dict})
+    for (const auto* x : {&rank.serialization_load, &rank.to_state_dict}) {
       if (x->refused)
         out.push_back({refusal_kind("order_failed", *x->refused), x->refused->step,
                        where + x->refused->step + " failed: " + show(*x->refused)});
+      if (!x->malformed.empty())
+        out.push_back({"loaded_malformed", "in_proj", where + "the loaded in_proj.weight has " + x->malformed});
+    }
     const OrderedLoad &a = rank.serialization_load, &b = rank.to_state_dict;
     if (!a.refused && !b.refused && (a.rows != b.rows || a.keys != b.keys))
       out.push_back({"orders_disagree", "in_proj",
@@ -361,6 +364,7 @@ Result<std::string> check_all_padding_load(Implementation& target) {
     const OrderedLoad& r = answer.ranks[static_cast<std::size_t>(g)];
     const std::string rank = "GTP rank " + std::to_string(g) + ": ";
     if (r.refused) return rank + "serialization.load failed: " + show(*r.refused);
+    if (!r.malformed.empty()) return rank + "the loaded in_proj.weight has " + r.malformed;
     std::vector<std::optional<std::array<std::int64_t, 2>>> want;
     for (std::int64_t j = 0; j < c.shard_rows; ++j)
       want.push_back(g == 0 && j < c.rows ? std::optional(std::array<std::int64_t, 2>{0, j}) : std::nullopt);

@@ -6,7 +6,7 @@ import os
 from candidates import shard_split  # selects the candidate design per task (inactive unless installed)
 
 from megatron_adapter.worlds.gdp_tasks import standin_mixer
-from megatron_adapter.worlds.worker_context import decode_rows, megatron_frame, row_code
+from megatron_adapter.worlds.worker_context import decode_rows, first_column_checked, megatron_frame, row_code
 
 
 # ---- real save and load through dist_checkpointing (item 3) -----------------------------------
@@ -99,8 +99,9 @@ def task_ordering(ctx, p):
     for name, fn in orders[: 1 if p.get("serialization_only") else 2]:
         try:
             loaded = fn()
-            w = loaded["mixer"]["in_proj.weight"]
-            out[name] = {"ok": True, "rows": decode_rows(w[:, 0].tolist()), "keys": sorted(loaded)}
+            codes, malformed = first_column_checked(loaded["mixer"]["in_proj.weight"], (R, C))
+            out[name] = {"ok": True, "rows": decode_rows(codes), "keys": sorted(loaded),
+                         **({"malformed": malformed} if malformed else {})}
         except Exception as exc:  # noqa: BLE001
             out[name] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                          "frame": megatron_frame(exc.__traceback__)}
