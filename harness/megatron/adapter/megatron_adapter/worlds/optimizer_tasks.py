@@ -187,7 +187,7 @@ def task_opt_load(ctx, p):
     """What this rank's load asked for and got: the exp_avg keys requested, its coordinates (the
     TP-local row of its row 0: g * R on a GTP shard of R rows), and Megatron's refusal or the first
     column of the loaded weight and exp_avg rows, with what is unexplained where they are not the parameter's
-    shape or a row's columns differ."""
+    shape or a row's columns differ, or where the optimizer's param_groups lost the main parameter."""
     from megatron.core import dist_checkpointing
     with _pad_for_alignment(ctx, int(p["pad_for_alignment"])):
         key, weight, optimizer, sharded = _build(ctx, p)
@@ -212,4 +212,10 @@ def task_opt_load(ctx, p):
         out[what], problem = first_column_checked(tensor.float(), weight.shape)
         if problem:
             problems.append(f"rank (t={ctx.t}, g={ctx.g}): the loaded {what} has {problem}")
+    # What training steps and schedules the learning rate through after the resume: the optimizer's own
+    # param_groups, which must hold the main parameter the loaded state belongs to.
+    groups = optimizer.param_groups
+    if not any(param is weight.main_param for group in groups for param in group["params"]):
+        problems.append(f"rank (t={ctx.t}, g={ctx.g}): after load_state_dict the optimizer's param_groups "
+                        f"({len(groups)} group(s)) do not hold the weight's main parameter")
     return dict(out, unexplained="; ".join(problems)) if problems else out
