@@ -71,6 +71,8 @@ std::vector<DumpConfig> curated() {
       config("gpt_swiglu_untied_tp2", M::gpt, "", {.tp = 2, .gated = true}, {0, 1}),
       config("gpt_swiglu_tied", M::gpt, "", {.gated = true, .tied = true}, {0}),
       config("gpt_tied_pp2", M::gpt, "", {.pp = 2, .tied = true}, {0, 1}),
+      // A middle stage, which holds neither the embedding nor the output layer that tied weights share.
+      config("gpt_tied_pp3", M::gpt, "", {.pp = 3, .layers = 3, .tied = true}, {1, 2}),
       config("gpt_moe_e4", M::gpt, "", {.experts = 4}, {0}),
       config("gpt_moe_e1", M::gpt, "", {.experts = 1}, {0}),
       config("gpt_moe_e4_ep2", M::gpt, "", {.ep = 2, .experts = 4}, {0, 1}),
