@@ -2,6 +2,7 @@
 // loaded by B ranks, every element checked by the LibTorch verifier. The gate cannot start worlds itself
 // (harness/roundtrip is not its room): the command hands in the runner harness/targets makes
 // (real_roundtrip_runner.h), and each check judges one scenario's outcome.
+#include <algorithm>
 #include <utility>
 
 #include "harness/gate/gate.h"
@@ -31,10 +32,21 @@ Result<Violations> judge(Implementation& target, const RealRoundTripRunner& runn
     found.push_back({"elements_wrong", scenario,
                      scenario + ": " + std::to_string(result.wrong_elements) + " of " +
                          std::to_string(result.elements_verified) + " elements wrong" + first});
+  // Stored bytes out of the reference's layout are their own violation: a finding pinned on where the load raised
+  // must not absorb a save that now writes another layout.
+  if (result.stored_wrong > 0) {
+    const auto line = std::find_if(result.problems.begin(), result.problems.end(),
+                                   [](const std::string& p) { return p.rfind("stored bytes: ", 0) == 0; });
+    found.push_back(
+        {"stored_layout_wrong", scenario,
+         scenario + ": " +
+             (line == result.problems.end() ? std::to_string(result.stored_wrong) + " stored elements out of the layout"
+                                            : *line)});
+  }
   // A refusal names where Megatron raised (refused elsewhere, it is another finding); one that came after what was
-  // loaded had been verified stands beside that verdict. A failure with no wrong element loaded (the stored bytes,
-  // the two trees' descriptions) is its own.
-  if (result.wrong_elements == 0 || !result.refused_in.empty())
+  // loaded had been verified stands beside that verdict. A failure with nothing else wrong (the two trees'
+  // descriptions, a rank that died) is its own.
+  if ((result.wrong_elements == 0 && result.stored_wrong == 0) || !result.refused_in.empty())
     found.push_back({"roundtrip_failed", result.refused_in.empty() ? scenario : scenario + " in " + result.refused_in,
                      scenario + first});
   return found;

@@ -546,7 +546,7 @@ TEST(RealRoundTripCross, EachScenarioRunsSavedByBaseLoadedByNewAndTheOtherWayUnd
   const auto runner = [&ran](const char* which, Outcome outcome) -> RealRoundTripRunner {
     return [&ran, which, outcome](Implementation&, const std::string& scenario, std::int64_t a, std::int64_t b) {
       ran.push_back(std::string(which) + " " + scenario + " " + std::to_string(a) + "->" + std::to_string(b));
-      RealRoundTripResult r{outcome, 10, outcome == Outcome::failed ? 3 : 0, {"misplaced: rank 0: w[0] holds w[1]"}};
+      RealRoundTripResult r{outcome, 10, outcome == Outcome::failed ? 3 : 0, 0, {"misplaced: rank 0: w[0] holds w[1]"}};
       return Result<RealRoundTripResult>(r);
     };
   };
@@ -565,6 +565,28 @@ TEST(RealRoundTripCross, EachScenarioRunsSavedByBaseLoadedByNewAndTheOtherWayUnd
   EXPECT_EQ(ran, (std::vector<std::string>{"base-to-new real_a 4->2", "new-to-base real_a 4->2"}));
 }
 
+TEST(RealRoundTrip, StoredBytesOutOfTheLayoutAreTheirOwnViolationBesideWhereTheLoadRaised) {
+  const RealRoundTripRunner runner = [](Implementation&, const std::string&, std::int64_t, std::int64_t) {
+    return Result<RealRoundTripResult>(
+        RealRoundTripResult{Outcome::failed,
+                            0,
+                            0,
+                            8,
+                            {"load failed: KeyError", "stored bytes: 8 of 64 stored elements are not where ..."},
+                            "_filter_and_reorder_param_groups"});
+  };
+  const auto checks = real_roundtrip_checks({"real_a"}, {{4, 2}}, runner);
+  ReferenceImplementation target;
+  const CheckAnswer answer = checks[0].run(target);
+  EXPECT_EQ(answer.outcome, Outcome::failed);
+  ASSERT_EQ(answer.violations.size(), 2u);
+  EXPECT_EQ(answer.violations[0].kind, "stored_layout_wrong");
+  EXPECT_EQ(answer.violations[0].key, "real_a");
+  EXPECT_NE(answer.violations[0].text.find("stored bytes: 8 of 64"), std::string::npos);
+  EXPECT_EQ(answer.violations[1].kind, "roundtrip_failed");
+  EXPECT_EQ(answer.violations[1].key, "real_a in _filter_and_reorder_param_groups");
+}
+
 /// A target that serves everything but real models (as an adapter whose Megatron lacks them says in its hello).
 class NoRealModels : public ReferenceImplementation {
  public:
@@ -575,7 +597,7 @@ TEST(RealRoundTrip, ATargetThatBuildsNoRealModelIsNotRunAndStartsNoWorld) {
   bool ran = false;
   const RealRoundTripRunner runner = [&ran](Implementation&, const std::string&, std::int64_t, std::int64_t) {
     ran = true;
-    return Result<RealRoundTripResult>(RealRoundTripResult{Outcome::failed, 0, 0, {"the world did not start"}});
+    return Result<RealRoundTripResult>(RealRoundTripResult{Outcome::failed, 0, 0, 0, {"the world did not start"}});
   };
   const auto checks = real_roundtrip_checks({"real_a"}, {{4, 2}}, runner);
   ASSERT_EQ(checks.size(), 1u);

@@ -17,6 +17,7 @@ namespace ih::gate {
 struct RealRoundTripResult {
   Outcome outcome = Outcome::failed;
   std::int64_t elements_verified = 0, wrong_elements = 0;
+  std::int64_t stored_wrong = 0;      // stored elements not where the reference's layout puts them
   std::vector<std::string> problems;  // the named wrong elements and errors, first one first
   std::string refused_in;             // the Megatron function a refusal raised in (ScenarioOutcome::refused_in)
 };

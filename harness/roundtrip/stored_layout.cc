@@ -82,7 +82,8 @@ StoredVerdict judge_stored_chunks(const std::vector<ReadBackChunk>& chunks, cons
     int in_chunk = 0;
     const std::string where = c.key + " chunk at " + index_text(c.offset) + " of " + index_text(c.sizes);
     const auto own = layout.keys.find(c.key);
-    if (own == layout.keys.end()) {
+    if (own == layout.keys.end()) {  // judged, every element wrong: the wrong never outnumber the judged
+      out.elements_checked += static_cast<std::int64_t>(c.values.size());
       out.wrong += static_cast<std::int64_t>(c.values.size());
       note(where + ": a key the plan does not save", in_chunk);
       continue;

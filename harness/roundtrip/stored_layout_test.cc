@@ -82,6 +82,7 @@ TEST(StoredLayout, GarbageAndUnknownKeysAreWrong) {
   ReadBackChunk unknown{"extra", {0}, {2}, {1, 2}};
   const StoredVerdict v = judge_stored_chunks({garbage, unknown}, layout_of());
   EXPECT_EQ(v.wrong, 3);
+  EXPECT_EQ(v.elements_checked, 5);  // the unknown key's elements are judged (wrong), never more wrong than judged
   ASSERT_EQ(v.first_wrong.size(), 2u);
   EXPECT_NE(v.first_wrong[0].find("element [0, 1] holds the value 0.5"), std::string::npos) << v.first_wrong[0];
   EXPECT_EQ(v.first_wrong[1], "extra chunk at [0] of [2]: a key the plan does not save");
