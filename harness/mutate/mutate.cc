@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -173,6 +174,24 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
   else if (!judged)  // a check that gave the clean tree no verdict cannot tell the mutant's apart: never a survival
     j = {Outcome::incompetent, {}, no_clean_verdict.empty() ? "no check judges it" : no_clean_verdict};
   return j;
+}
+
+std::string judge_fingerprint(const fs::path& programs, const fs::path& adapter) {
+  std::ostringstream out;
+  const auto stamp = [&out](const fs::directory_entry& entry) {
+    std::error_code ec;
+    if (!entry.is_regular_file(ec)) return;
+    const auto size = entry.file_size(ec);
+    out << entry.path().string() << ' ' << size << ' ' << entry.last_write_time(ec).time_since_epoch().count() << '\n';
+  };
+  std::vector<fs::directory_entry> entries;  // sorted: a folder lists its files in no fixed order
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(programs, ec)) entries.push_back(entry);
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(adapter, ec))
+    if (entry.path().extension() == ".py") entries.push_back(entry);
+  std::sort(entries.begin(), entries.end());
+  for (const fs::directory_entry& entry : entries) stamp(entry);
+  return out.str();
 }
 
 Result<std::vector<Equivalent>> load_equivalents(const fs::path& folder) {

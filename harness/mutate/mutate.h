@@ -77,6 +77,11 @@ bool gave_verdict(const std::string& outcome);
 /// `overlay` and `tree` let a detail that names the overlay's path compare equal to the clean one.
 Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::string& overlay, const std::string& tree);
 
+/// What judges the mutants: every program in `programs` (the gate's folder: the gate, the verifier) and the
+/// adapter's Python files under `adapter`, by path, size and modification time. A campaign whose judge changed
+/// half way (rebuilt, edited) would compare a mutant's verdicts with a clean run of another harness.
+std::string judge_fingerprint(const std::filesystem::path& programs, const std::filesystem::path& adapter);
+
 /// A survivor judged equivalent (corpus/mutation-equivalent/<name>.equivalent): `file:`, `line:`,
 /// `operator:`, `diff-sha256:` (of the mutant's diff) and a one-line `reason:`.
 struct Equivalent {

@@ -184,6 +184,8 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
            << " first ("
            << (o.whole_gate ? std::string("the whole gate") : std::to_string(all_checks.size()) + " checks") << ")\n"
            << std::flush;
+  const fs::path programs = fs::path(o.self).parent_path();
+  const std::string judge = judge_fingerprint(programs, install::adapter_dir());
   IH_TRY_ASSIGN(clean, run_checks(o, o.tree, all_checks, work / "checks.txt", milliseconds(3'600'000)));
   if (!clean.first.verdicts)
     return make_error(seam_kind::harness_error, "the clean tree's checks gave no report: " + clean.first.why);
@@ -201,6 +203,10 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
              << " (" << (o.whole_gate ? std::string("whole gate") : std::to_string(m.checks.size()) + " checks")
              << ") ... " << std::flush;
     IH_TRY_STATUS(run_mutant(o, m, *clean.first.verdicts, work, static_cast<int>(i), deadline));
+    if (judge_fingerprint(programs, install::adapter_dir()) != judge)  // after the run: a change during it counts
+      m.judgement = {Outcome::incompetent,
+                     {},
+                     "the harness changed since the clean run (rebuilt or edited): its verdicts are not comparable"};
     apply_equivalents(m, pins);
     progress << to_string(m.judgement.outcome) << (m.judgement.note.empty() ? "" : " (" + m.judgement.note + ")")
              << "\n"

@@ -67,6 +67,26 @@ coverage::LineContexts sample_coverage() {
           {"megatron/core/b/c.py", {{2, {}}}}};
 }
 
+using JudgeFingerprint = TempDir;
+
+TEST_F(JudgeFingerprint, ChangesWhenAProgramOrAnAdapterFileChangesNotWhenOtherFilesDo) {
+  const fs::path bin = root_ / "bin", adapter = root_ / "adapter";
+  write(bin / "interop-harness", "gate");
+  write(bin / "ih_roundtrip_verifier", "verifier");
+  write(adapter / "megatron_adapter/roundtrip/load.py", "x = 1\n");
+  write(adapter / "README.md", "notes");
+  const std::string first = judge_fingerprint(bin, adapter);
+  EXPECT_NE(first.find("ih_roundtrip_verifier"), std::string::npos);
+  EXPECT_EQ(judge_fingerprint(bin, adapter), first);
+  write(adapter / "README.md", "more notes, longer");
+  EXPECT_EQ(judge_fingerprint(bin, adapter), first);  // not Python: not the judge
+  write(adapter / "megatron_adapter/roundtrip/load.py", "x = 22\n");
+  const std::string edited = judge_fingerprint(bin, adapter);
+  EXPECT_NE(edited, first);
+  write(bin / "ih_roundtrip_verifier", "verifier, rebuilt");
+  EXPECT_NE(judge_fingerprint(bin, adapter), edited);
+}
+
 TEST(LinesToMutate, OnlyCoveredLinesOfMatchingFilesAndOfTheChange) {
   const auto coverage = sample_coverage();
   const FileLines all = lines_to_mutate(coverage, {"megatron/core/a/*.py"}, std::nullopt);
