@@ -1,6 +1,7 @@
 #include "seam/outcome.h"
 
 #include <algorithm>
+#include <string>
 
 namespace ih {
 
@@ -14,6 +15,12 @@ std::string_view to_string(Outcome outcome) {
     case Outcome::timeout: return "timeout";
   }
   return "?";
+}
+
+Result<Outcome> parse_outcome(std::string_view text) {
+  for (const Outcome outcome : kAllOutcomes)
+    if (to_string(outcome) == text) return outcome;
+  return make_error(ErrorKind::invalid_argument, "unknown check outcome '" + std::string(text) + "'");
 }
 
 Outcome outcome_of_error(ErrorKind kind) {

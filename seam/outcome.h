@@ -31,6 +31,11 @@ enum ExitCode : int {
 
 /// "passed", "failed", "not run", "known finding", "harness error", "timeout".
 std::string_view to_string(Outcome outcome);
+/// The outcome to_string wrote (a report read back); any other word is invalid_argument naming it.
+Result<Outcome> parse_outcome(std::string_view text);
+/// Every outcome, in declaration order.
+inline constexpr Outcome kAllOutcomes[] = {Outcome::passed,        Outcome::failed,        Outcome::not_run,
+                                           Outcome::known_finding, Outcome::harness_error, Outcome::timeout};
 /// The outcome of a check whose target answered with `error` instead of an answer: an operation the
 /// target lacks is not run; a timeout or a harness fault is no verdict; anything else is a finding
 /// (an exception inside Megatron on a valid configuration is one).

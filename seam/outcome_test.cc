@@ -13,6 +13,19 @@ TEST(Outcome, ErrorsWithoutAVerdictAreNeverFindings) {
   EXPECT_EQ(outcome_of_error(ErrorKind::sharding_assertion), Outcome::failed);
 }
 
+TEST(Outcome, EveryOutcomeReadsBackFromItsWordAndAnyOtherWordIsRefusedNamingIt) {
+  for (const Outcome outcome : kAllOutcomes) {
+    const auto parsed = parse_outcome(to_string(outcome));
+    ASSERT_TRUE(parsed.ok()) << to_string(outcome);
+    EXPECT_EQ(*parsed, outcome);
+  }
+  EXPECT_EQ(*parse_outcome("known finding"), Outcome::known_finding);
+  const auto snake = parse_outcome("known_finding");  // the enum's identifier is not the report's word
+  ASSERT_FALSE(snake.ok());
+  EXPECT_EQ(snake.error().kind, ErrorKind::invalid_argument);
+  EXPECT_NE(snake.error().message.find("'known_finding'"), std::string::npos);
+}
+
 TEST(Outcome, ExitCodesRankNoVerdictAboveFindingsAndNothingRanAboveOk) {
   using O = Outcome;
   EXPECT_EQ(exit_code_of({O::passed, O::not_run, O::known_finding}), kExitOk);

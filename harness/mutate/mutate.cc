@@ -99,9 +99,12 @@ Result<GateVerdicts> verdicts_of_gate_json(const std::string& text) {
   if (!report.is_object() || !report.contains("checks") || !report["checks"].is_array())
     return make_error(ErrorKind::invalid_argument, "the gate's JSON report has no checks list");
   GateVerdicts out;
-  for (const auto& check : report["checks"])
-    out[check.value("name", std::string())] = {check.value("outcome", std::string()),
-                                               check.value("detail", std::string()), check.value("seconds", 0.0)};
+  for (const auto& check : report["checks"]) {
+    const std::string name = check.value("name", std::string());
+    const auto outcome = parse_outcome(check.value("outcome", std::string()));
+    if (!outcome.ok()) return outcome.error().with_context("the gate's JSON report, check " + name);
+    out[name] = {*outcome, check.value("detail", std::string()), check.value("seconds", 0.0)};
+  }
   return out;
 }
 
@@ -127,18 +130,19 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 /// Whether the mutant's verdict of a check is a failure the clean tree did not show.
 bool fails_differently(const CheckVerdict& clean, const CheckVerdict& mutant, const std::string& overlay,
                        const std::string& tree) {
-  const bool failed = mutant.outcome == "failed" || mutant.outcome == "known_finding";
+  using G = GateOutcome;
+  const bool failed = mutant.outcome == G::failed || mutant.outcome == G::known_finding;
   if (!failed) return false;
-  if (clean.outcome == "passed") return true;
-  if (clean.outcome == "known_finding") return mutant.outcome == "failed";  // the pin no longer matches
-  if (clean.outcome == "failed") return replaced(mutant.detail, overlay, tree) != clean.detail;
+  if (clean.outcome == G::passed) return true;
+  if (clean.outcome == G::known_finding) return mutant.outcome == G::failed;  // the pin no longer matches
+  if (clean.outcome == G::failed) return replaced(mutant.detail, overlay, tree) != clean.detail;
   return false;  // no clean verdict to compare with
 }
 
 }  // namespace
 
-bool gave_verdict(const std::string& outcome) {
-  return outcome == "passed" || outcome == "failed" || outcome == "known_finding";
+bool gave_verdict(GateOutcome outcome) {
+  return outcome == GateOutcome::passed || outcome == GateOutcome::failed || outcome == GateOutcome::known_finding;
 }
 
 Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::string& overlay, const std::string& tree) {
@@ -146,7 +150,7 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
   if (run.timed_out) return {Outcome::timeout, {}, "the mutant's gate ran past its deadline"};
   if (!run.verdicts) return {Outcome::incompetent, {}, run.why};
   for (const auto& [name, verdict] : *run.verdicts)  // a module that no longer imports is no kill (issue 32)
-    if (verdict.outcome == "failed" && verdict.detail.find(kDoesNotImport) != std::string::npos)
+    if (verdict.outcome == GateOutcome::failed && verdict.detail.find(kDoesNotImport) != std::string::npos)
       return {Outcome::incompetent, {}, name + ": " + verdict.detail.substr(0, verdict.detail.find('\n'))};
   std::string timed_out, no_verdict, no_clean_verdict;
   bool judged = false;  // some check had a verdict on the clean tree to compare with
@@ -154,7 +158,7 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
     if (gave_verdict(clean_verdict.outcome))
       judged = true;
     else if (no_clean_verdict.empty())
-      no_clean_verdict = name + ": " + clean_verdict.outcome + " on the clean tree";
+      no_clean_verdict = name + ": " + std::string(to_string(clean_verdict.outcome)) + " on the clean tree";
     const auto found = run.verdicts->find(name);
     if (found == run.verdicts->end()) {
       no_verdict = name + ": missing from the mutant's report";
@@ -162,8 +166,9 @@ Judgement judge(const GateVerdicts& clean, const MutantRun& run, const std::stri
     }
     const CheckVerdict& mutant = found->second;
     if (fails_differently(clean_verdict, mutant, overlay, tree)) j.killed_by.push_back(name);
-    if (mutant.outcome == "timeout") timed_out = name;
-    if (!gave_verdict(mutant.outcome) && gave_verdict(clean_verdict.outcome)) no_verdict = name + ": " + mutant.outcome;
+    if (mutant.outcome == GateOutcome::timeout) timed_out = name;
+    if (!gave_verdict(mutant.outcome) && gave_verdict(clean_verdict.outcome))
+      no_verdict = name + ": " + std::string(to_string(mutant.outcome));
   }
   if (!j.killed_by.empty())
     j.outcome = Outcome::killed;

@@ -15,6 +15,7 @@
 #include "codec/json_codec.h"
 #include "harness/coverage/coverage_report.h"
 #include "seam/error_kinds.h"
+#include "seam/outcome.h"
 
 namespace ih::mutate {
 
@@ -41,14 +42,17 @@ std::set<std::string> checks_reaching(const coverage::LineContexts& coverage, co
 Status build_overlay(const std::filesystem::path& tree, const std::filesystem::path& overlay,
                      const std::string& relative, const std::string& text);
 
+/// A check's outcome in the gate (passed, failed, known finding, ...), beside a mutant's own.
+using GateOutcome = ih::Outcome;
 /// One check's verdict in a gate's JSON report (docs/cli.md: checks[].outcome, detail, seconds).
 struct CheckVerdict {
-  std::string outcome;  // passed, failed, known_finding, not_run, timeout, harness_error, ...
+  GateOutcome outcome = GateOutcome::harness_error;
   std::string detail;
   double seconds = 0;
 };
 using GateVerdicts = std::map<std::string, CheckVerdict>;
-/// The checks of a gate's --json report; a report without a checks list is invalid_argument.
+/// The checks of a gate's --json report, their outcomes read with the gate's own words (parse_outcome); a report
+/// without a checks list, or a check with an outcome the gate does not write, is invalid_argument.
 Result<GateVerdicts> verdicts_of_gate_json(const std::string& text);
 
 enum class Outcome { killed, survived, timeout, incompetent, equivalent };
@@ -67,8 +71,8 @@ struct Judgement {
   std::vector<std::string> killed_by;  // the checks that failed for it
   std::string note;                    // why incompetent or timeout
 };
-/// Whether a check's outcome is a verdict (passed, failed, known_finding): not a harness error, timeout or not run.
-bool gave_verdict(const std::string& outcome);
+/// Whether a check's outcome is a verdict (passed, failed, known finding): not a harness error, timeout or not run.
+bool gave_verdict(GateOutcome outcome);
 
 /// killed: a check FAILED where the clean tree passed, or failed differently from the clean tree (a known
 /// finding matched as before is no kill); else timeout (the run or a check); else incompetent (no report, a

@@ -192,7 +192,7 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   result.clean_seconds = clean.second;
   for (const auto& [name, verdict] : *clean.first.verdicts)
     if (!gave_verdict(verdict.outcome))
-      progress << "WARNING: the clean tree's " << name << " gave no verdict (" << verdict.outcome
+      progress << "WARNING: the clean tree's " << name << " gave no verdict (" << to_string(verdict.outcome)
                << "): it cannot judge a mutant, and one judged by no other check is incompetent\n";
   warm.check(progress);
   // A mutant may be slower than the clean tree, not endlessly: three times its run and a minute.

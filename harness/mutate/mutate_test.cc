@@ -109,58 +109,80 @@ TEST(ChecksReaching, TheLinesContextsOrForImportLinesTheFilesChecks) {
 }
 
 MutantRun ran(GateVerdicts verdicts) { return {false, std::move(verdicts), ""}; }
+using G = GateOutcome;
+
+TEST(GateReport, ReadsEachCheckWithTheGatesOwnWordsAndRefusesAnUnknownOne) {
+  // The words the gate writes (gate_report.cc: to_string of its outcome), e.g. "known finding", never the enum's
+  // identifiers: a judge that compared "known_finding" could never see a known finding, nor be killed through one.
+  std::string checks;
+  for (const G outcome : kAllOutcomes)
+    checks += std::string(checks.empty() ? "" : ",") + R"({"name": "gate/g/)" + std::string(to_string(outcome)) +
+              R"(", "outcome": ")" + std::string(to_string(outcome)) + R"(", "detail": "d", "seconds": 2})";
+  const auto verdicts = verdicts_of_gate_json(R"({"checks": [)" + checks + "]}");
+  ASSERT_TRUE(verdicts.ok()) << verdicts.error().message;
+  ASSERT_EQ(verdicts->size(), std::size(kAllOutcomes));
+  EXPECT_EQ(verdicts->at("gate/g/known finding").outcome, G::known_finding);
+  EXPECT_EQ(verdicts->at("gate/g/not run").outcome, G::not_run);
+  EXPECT_TRUE(gave_verdict(verdicts->at("gate/g/known finding").outcome));
+  const auto unknown = verdicts_of_gate_json(R"({"checks": [{"name": "gate/g/x", "outcome": "known_finding"}]})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().kind, ErrorKind::invalid_argument);
+  EXPECT_NE(unknown.error().message.find("gate/g/x"), std::string::npos) << unknown.error().message;
+}
 
 TEST(Judge, AMutantWhoseModuleNoLongerImportsIsIncompetentNeverAKill) {
-  const GateVerdicts clean{{"p", {"passed", "", 1}}, {"q", {"passed", "", 1}}};
+  const GateVerdicts clean{{"p", {G::passed, "", 1}}, {"q", {G::passed, "", 1}}};
   // An optional module: the checks that need it fail as Megatron's, saying so.
   GateVerdicts v = clean;
-  v["p"] = {"failed", "Megatron does not import: gtp_padding needs cannot import megatron.core.ssm.x", 1};
+  v["p"] = {G::failed, "Megatron does not import: gtp_padding needs cannot import megatron.core.ssm.x", 1};
   const auto j = judge(clean, ran(v), "/o", "/t");
   EXPECT_EQ(j.outcome, Outcome::incompetent);
   EXPECT_TRUE(j.killed_by.empty());
   // megatron.core itself: the gate's imports check fails and every other check is not run.
-  v = {{"gate/megatron/imports", {"failed", "Megatron does not import: NameError", 0}},
-       {"p", {"not_run", "Megatron does not import", 0}},
-       {"q", {"not_run", "Megatron does not import", 0}}};
+  v = {{"gate/megatron/imports", {G::failed, "Megatron does not import: NameError", 0}},
+       {"p", {G::not_run, "Megatron does not import", 0}},
+       {"q", {G::not_run, "Megatron does not import", 0}}};
   EXPECT_EQ(judge(clean, ran(v), "/o", "/t").outcome, Outcome::incompetent);
 }
 
 TEST(Judge, KilledOnlyByAFailureTheCleanTreeDidNotShow) {
-  const GateVerdicts clean{{"p", {"passed", "", 1}}, {"k", {"known_finding", "R1 rows", 1}}, {"f", {"failed", "x", 1}}};
+  const GateVerdicts clean{
+      {"p", {G::passed, "", 1}}, {"k", {G::known_finding, "R1 rows", 1}}, {"f", {G::failed, "x", 1}}};
   // A known finding matched as before and an unpinned failure with the same detail kill nothing.
   auto same = judge(clean, ran(clean), "/o", "/t");
   EXPECT_EQ(same.outcome, Outcome::survived);
   GateVerdicts v = clean;
-  v["p"] = {"failed", "boom", 1};
+  v["p"] = {G::failed, "boom", 1};
   auto j = judge(clean, ran(v), "/o", "/t");
   EXPECT_EQ(j.outcome, Outcome::killed);
   EXPECT_EQ(j.killed_by, std::vector<std::string>{"p"});
-  v = clean, v["k"] = {"failed", "R1 other rows", 1};  // the pin no longer matches: it fails differently
+  v = clean, v["k"] = {G::failed, "R1 other rows", 1};  // the pin no longer matches: it fails differently
   EXPECT_EQ(judge(clean, ran(v), "/o", "/t").outcome, Outcome::killed);
-  v = clean, v["f"] = {"failed", "y", 1};
+  v = clean, v["f"] = {G::failed, "y", 1};
   EXPECT_EQ(judge(clean, ran(v), "/o", "/t").outcome, Outcome::killed);
-  EXPECT_EQ(judge({{"f", {"failed", "in /t/m.py", 1}}}, ran({{"f", {"failed", "in /o/m.py", 1}}}), "/o", "/t").outcome,
-            Outcome::survived);  // the overlay's path is no difference
+  EXPECT_EQ(
+      judge({{"f", {G::failed, "in /t/m.py", 1}}}, ran({{"f", {G::failed, "in /o/m.py", 1}}}), "/o", "/t").outcome,
+      Outcome::survived);  // the overlay's path is no difference
 }
 
 TEST(Judge, TimeoutsAndBrokenRunsAreNeverKills) {
-  const GateVerdicts clean{{"p", {"passed", "", 1}}};
+  const GateVerdicts clean{{"p", {G::passed, "", 1}}};
   EXPECT_EQ(judge(clean, {true, std::nullopt, ""}, "/o", "/t").outcome, Outcome::timeout);
-  EXPECT_EQ(judge(clean, ran({{"p", {"timeout", "", 1}}}), "/o", "/t").outcome, Outcome::timeout);
+  EXPECT_EQ(judge(clean, ran({{"p", {G::timeout, "", 1}}}), "/o", "/t").outcome, Outcome::timeout);
   EXPECT_EQ(judge(clean, {false, std::nullopt, "adapter did not start"}, "/o", "/t").outcome, Outcome::incompetent);
-  EXPECT_EQ(judge(clean, ran({{"p", {"harness_error", "", 1}}}), "/o", "/t").outcome, Outcome::incompetent);
-  EXPECT_EQ(judge(clean, ran({{"p", {"not_run", "", 1}}}), "/o", "/t").outcome, Outcome::incompetent);
+  EXPECT_EQ(judge(clean, ran({{"p", {G::harness_error, "", 1}}}), "/o", "/t").outcome, Outcome::incompetent);
+  EXPECT_EQ(judge(clean, ran({{"p", {G::not_run, "", 1}}}), "/o", "/t").outcome, Outcome::incompetent);
   EXPECT_EQ(judge(clean, ran({}), "/o", "/t").outcome, Outcome::incompetent);
 }
 
 TEST(Judge, ChecksThatGaveTheCleanTreeNoVerdictCannotLetAMutantSurvive) {
-  const GateVerdicts clean{{"p", {"harness_error", "", 1}}, {"q", {"timeout", "", 1}}};
-  const auto j = judge(clean, ran({{"p", {"known_finding", "", 1}}, {"q", {"passed", "", 1}}}), "/o", "/t");
+  const GateVerdicts clean{{"p", {G::harness_error, "", 1}}, {"q", {G::timeout, "", 1}}};
+  const auto j = judge(clean, ran({{"p", {G::known_finding, "", 1}}, {"q", {G::passed, "", 1}}}), "/o", "/t");
   EXPECT_EQ(j.outcome, Outcome::incompetent);
   EXPECT_NE(j.note.find("on the clean tree"), std::string::npos) << j.note;
   // One check with a clean verdict is enough to judge: it passing on the mutant too is a survival.
-  const GateVerdicts mixed{{"p", {"harness_error", "", 1}}, {"r", {"passed", "", 1}}};
-  EXPECT_EQ(judge(mixed, ran({{"p", {"passed", "", 1}}, {"r", {"passed", "", 1}}}), "/o", "/t").outcome,
+  const GateVerdicts mixed{{"p", {G::harness_error, "", 1}}, {"r", {G::passed, "", 1}}};
+  EXPECT_EQ(judge(mixed, ran({{"p", {G::passed, "", 1}}, {"r", {G::passed, "", 1}}}), "/o", "/t").outcome,
             Outcome::survived);
 }
 
