@@ -91,8 +91,15 @@ struct MegatronValidation {
   /// (_validate_global_plan, models/dcp_plan.h); nullopt where the implementation does not say.
   /// A real save reaches it only when the checks above pass (or validation is off).
   std::optional<std::vector<std::string>> dcp_plan_errors;
+  /// Whether the public entry a save calls (validate_sharding_integrity over every rank's entries) accepted the
+  /// save; nullopt where the implementation runs only the per-key checks above. It must refuse exactly what they
+  /// refuse: a save path that skips keys or ranks would accept a broken save its per-key checks catch.
+  std::optional<bool> entry_accepted;
   /// Ok, sharding_assertion, or invalid_sharding_pattern with every error joined.
   Status status() const;
+  /// "validate_sharding_integrity accepted it" or "... refused it" where the entry disagrees with the per-key
+  /// checks' verdict; empty where it agrees or did not run.
+  std::string entry_disagreement() const;
 };
 
 /// Megatron's checks: asserts on dtype/global shape/grid kind/local shape, a counter over

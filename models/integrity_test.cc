@@ -148,6 +148,24 @@ TEST(Integrity, ShardedObjectsDuplicateAndMissing) {
   EXPECT_EQ(v.errors[1], "Invalid access pattern: 1 ShardedObject are missing.");
 }
 
+TEST(Integrity, TheEntryPointMustRefuseWhatThePerKeyChecksRefuse) {
+  MegatronValidation broken;
+  broken.errors = {"Invalid access pattern for ShardedTensor(key='w')"};
+  EXPECT_TRUE(broken.entry_disagreement().empty());  // the entry not run: nothing to compare
+  broken.entry_accepted = false;
+  EXPECT_TRUE(broken.entry_disagreement().empty());
+  broken.entry_accepted = true;  // a save path that skips keys or ranks
+  EXPECT_EQ(broken.entry_disagreement(), "validate_sharding_integrity accepted it");
+  MegatronValidation valid;
+  valid.entry_accepted = true;
+  EXPECT_TRUE(valid.entry_disagreement().empty());
+  valid.entry_accepted = false;
+  EXPECT_EQ(valid.entry_disagreement(), "validate_sharding_integrity refused it");
+  MegatronValidation asserted;
+  asserted.assertion = "global shapes differ", asserted.entry_accepted = true;
+  EXPECT_EQ(asserted.entry_disagreement(), "validate_sharding_integrity accepted it");
+}
+
 TEST(BoxTiling, ScalarAndEmptyCases) {
   EXPECT_EQ(find_holes_and_overlaps(Box{{}, {}}, {}).holes.size(), 1u);
   EXPECT_TRUE(find_holes_and_overlaps(Box{{0}, {0}}, {}).holes.empty());

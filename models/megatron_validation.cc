@@ -90,6 +90,11 @@ Status MegatronValidation::status() const {
   return make_error(ErrorKind::invalid_sharding_pattern, "Invalid sharding pattern validation. Errors: " + joined);
 }
 
+std::string MegatronValidation::entry_disagreement() const {
+  if (!entry_accepted || *entry_accepted == status().ok()) return std::string();
+  return *entry_accepted ? "validate_sharding_integrity accepted it" : "validate_sharding_integrity refused it";
+}
+
 namespace {
 
 MegatronValidation megatron_checks(const GlobalMetadata& metadata) {

@@ -64,8 +64,9 @@ Result<GlobalMetadata> gpt_save_metadata() {
 
 std::string verdict_text(const Result<MegatronValidation>& v) {
   if (!v.ok()) return "error " + std::string(to_string(v.error().kind));
-  if (v->assertion) return v->crashed ? "crash: " + *v->assertion : "assertion";
-  return v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)";
+  const std::string entry = v->entry_disagreement().empty() ? "" : ", but " + v->entry_disagreement();
+  if (v->assertion) return (v->crashed ? "crash: " + *v->assertion : "assertion") + entry;
+  return (v->errors.empty() ? "ok" : std::to_string(v->errors.size()) + " error(s)") + entry;
 }
 
 /// One more shard's rows on the row axis of `t`'s global shape, its fragment count with it (the local shape has no

@@ -139,6 +139,7 @@ Result<MegatronValidation> MegatronImplementation::megatron_validation(const Glo
     // PyTorch DCP's save planning of the same entries (torch's own _validate_global_plan), when this torch has it.
     if (result.contains("dcp_plan_errors"))
       out.dcp_plan_errors = result.at("dcp_plan_errors").get<std::vector<std::string>>();
+    if (result.contains("verdict")) out.entry_accepted = result.at("verdict").at("ok").get<bool>();
     for (const json::Json& detail : result.at("details")) {
       const std::string kind = detail.at("kind").get<std::string>();
       const std::string message = detail.at("key").get<std::string>() + ": " + detail.at("message").get<std::string>();
