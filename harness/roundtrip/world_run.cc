@@ -242,6 +242,7 @@ void judge_stored_bytes(const fs::path& dir, ScenarioOutcome& r) {
   }
   const StoredVerdict v = judge_stored_chunks(*chunks, *layout);
   r.details["stored_bytes"] = {{"chunks", v.chunks}, {"elements_checked", v.elements_checked}, {"wrong", v.wrong}};
+  r.stored_wrong = v.wrong;
   if (v.wrong == 0) return;
   // The first line names the first wrong element: a gate check's detail is its scenario's first problem.
   for (std::size_t i = 0; i < v.first_wrong.size(); ++i)

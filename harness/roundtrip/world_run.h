@@ -71,6 +71,7 @@ struct ScenarioOutcome {
   Outcome outcome = Outcome::failed;
   bool ok() const { return outcome == Outcome::passed; }
   std::int64_t elements_verified = 0, wrong_elements = 0, peak_bytes_per_rank = 0;
+  std::int64_t stored_wrong = 0;  // stored elements not where the reference's layout puts them (a real scenario)
   double save_seconds = 0, load_seconds = 0;
   nlohmann::ordered_json details = nlohmann::ordered_json::object();  // verifier, memory, throughput
   std::vector<std::string> problems;                                  // named wrong elements, errors

@@ -52,11 +52,8 @@ RoundTripSessionOptions session_options(const TargetSpec& spec, const std::files
 Outcomes outcomes_of(const WorldRunReport& report) {
   Outcomes out;
   for (const auto& [name, why] : report.not_run) out[name] = {Outcome::not_run, 0, 0, 0, {why}};
-  for (const ScenarioOutcome& s : report.scenarios) {
-    const auto& stored = s.details.value("stored_bytes", nlohmann::ordered_json::object());
-    out[s.name] = {s.outcome,  s.elements_verified, s.wrong_elements, stored.value("wrong", std::int64_t{0}),
-                   s.problems, s.refused_in};
-  }
+  for (const ScenarioOutcome& s : report.scenarios)
+    out[s.name] = {s.outcome, s.elements_verified, s.wrong_elements, s.stored_wrong, s.problems, s.refused_in};
   for (const std::string& fault : report.faults)
     for (auto& [name, r] : out)
       if (r.outcome != Outcome::passed && r.outcome != Outcome::not_run) r.problems.push_back(fault);
