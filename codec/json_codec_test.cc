@@ -394,6 +394,35 @@ TEST(JsonStrict, KindsAndShapesOfEntries) {
   EXPECT_TRUE(contains(error_of(leaf_from_json(must_parse(R"({"kind": "factory", "key": "f"})"))), "bad_json"));
 }
 
+// A real object's own value (a DistributedOptimizer's common state in a per-DP-group object) travels as
+// {"value": ...}: read as a CarriedValue, written back as it came, and loaded as the plain value it is.
+TEST(JsonEntries, AnObjectCarryingMegatronsOwnValueTravelsAsItsJson) {
+  const Json object = must_parse(R"({"kind": "object", "key": "optimizer.distributed.dp_group_idx_0.optimizer",
+                                     "global_shape": [1], "global_offset": [0], "replica_id": [0, 0, 1],
+                                     "data": {"value": {"param_groups": [{"lr": 0.0001, "step": 1.0}]}}})");
+  auto leaf = leaf_from_json(object);
+  ASSERT_TRUE(leaf.ok()) << leaf.error().message;
+  const auto& o = std::get<ShardedObject>(*leaf);
+  ASSERT_TRUE(o.data && std::holds_alternative<CarriedValue>(*o.data));
+  EXPECT_EQ(must_parse(std::get<CarriedValue>(*o.data).json), object["data"]["value"]);
+  EXPECT_EQ(leaf_to_json(*leaf), object);
+  // Its identity form stays what it was; LocalNonpersistentObject(a carried value) keeps the value.
+  Json identity = object;
+  identity["data"] = must_parse(R"({"object": 7})");
+  auto ref = leaf_from_json(identity);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_EQ(std::get<ShardedObject>(*ref).data, std::optional<ObjectData>(ObjectRef{7}));
+  const Json local = must_parse(R"({"kind": "local", "value": {"value": [1, "a", null]}})");
+  auto lnp = leaf_from_json(local);
+  ASSERT_TRUE(lnp.ok()) << lnp.error().message;
+  EXPECT_EQ(std::get<LocalNonpersistent>(*lnp).payload, Payload(CarriedValue{R"([1,"a",null])"}));
+  EXPECT_EQ(leaf_to_json(*lnp), local);
+  // Neither an identity nor a value: refused, naming it.
+  Json both = object;
+  both["data"]["object"] = 1;
+  EXPECT_TRUE(contains(error_of(leaf_from_json(both)), "bad_json"));
+}
+
 TEST(JsonStrict, EntryListErrorsNameIndexPathAndField) {
   // The documented form: bad_json: entry 3 (path 'x'): entry: field "global_shape"[1] must be a 64-bit integer, got
   // "a".

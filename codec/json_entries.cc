@@ -75,6 +75,27 @@ Result<Leaf> tensor_from_json(const Json& object, const std::string& where) {
   return Leaf(std::move(t));
 }
 
+/// A value a real object carries travels as {"value": <its JSON>}.
+Json carried_to_json(const CarriedValue& carried) {
+  auto parsed = parse(carried.json);
+  return Json{{"value", parsed.ok() ? *parsed : Json(carried.json)}};
+}
+
+/// An object's data: {"object": id} (the harness's identity) or {"value": ...} (what a real object carries).
+Result<ObjectData> object_data_from_json(const Json& data, const std::string& where) {
+  if (data.is_object() && data.contains("value")) {
+    if (data.size() != 1) return bad(where, "data is {\"object\": id} or {\"value\": ...}, got " + dump(data));
+    return ObjectData(CarriedValue{dump(data.at("value"))});
+  }
+  IH_TRY_ASSIGN(id, int_field(data, "object", where));
+  return ObjectData(ObjectRef{static_cast<std::uint64_t>(id)});
+}
+
+Json object_data_to_json(const ObjectData& data) {
+  if (const auto* carried = std::get_if<CarriedValue>(&data)) return carried_to_json(*carried);
+  return Json{{"object", std::get<ObjectRef>(data).id}};
+}
+
 Result<Leaf> object_from_json(const Json& object, const std::string& where) {
   IH_TRY_ASSIGN(key, string_field(object, "key", where));
   IH_TRY_ASSIGN(global_shape, shape_field(object, "global_shape", where));
@@ -83,8 +104,8 @@ Result<Leaf> object_from_json(const Json& object, const std::string& where) {
   ShardedObject out{std::move(key), std::nullopt, std::move(global_shape), std::move(global_offset),
                     std::move(replica)};
   if (object.contains("data") && !object.at("data").is_null()) {
-    IH_TRY_ASSIGN(id, int_field(object.at("data"), "object", where + " data"));
-    out.data = ObjectRef{static_cast<std::uint64_t>(id)};
+    IH_TRY_ASSIGN(data, object_data_from_json(object.at("data"), where + " data"));
+    out.data = std::move(data);
   }
   if (auto status = out.validate_metadata_integrity(); !status.ok()) return status.error().with_context(where);
   return Leaf(std::move(out));
@@ -115,7 +136,8 @@ Result<TensorValue> tensor_value_from_json(const Json& object, const std::string
 /// What an LNP wraps: tensor data, an object reference, or nothing; anything else is reported.
 Json payload_to_json(const Payload& payload) {
   if (const auto* t = std::get_if<TensorValue>(&payload)) return tensor_value_to_json(*t);
-  if (const auto* o = std::get_if<ObjectRef>(&payload)) return Json{{"object", o->id}};
+  if (const auto* o = std::get_if<ObjectRef>(&payload)) return object_data_to_json(*o);
+  if (const auto* carried = std::get_if<CarriedValue>(&payload)) return carried_to_json(*carried);
   return nullptr;
 }
 
@@ -125,11 +147,12 @@ Result<Payload> payload_from_json(const Json& value, const std::string& where) {
     IH_TRY_ASSIGN(tensor, tensor_value_from_json(value, where));
     return Payload(std::move(tensor));
   }
-  if (value.is_object() && value.contains("object")) {
-    IH_TRY_ASSIGN(id, int_field(value, "object", where));
-    return Payload(ObjectRef{static_cast<std::uint64_t>(id)});
+  if (value.is_object() && (value.contains("object") || value.contains("value"))) {
+    IH_TRY_ASSIGN(data, object_data_from_json(value, where));
+    return payload_of(data);
   }
-  return bad(where, "a local value must be null, tensor data or {\"object\": id}, got " + dump(value));
+  return bad(where,
+             "a local value must be null, tensor data, {\"object\": id} or {\"value\": ...}, got " + dump(value));
 }
 
 /// A plain value's repr is JSON text when it came from JSON; anything else travels as a string.
@@ -229,7 +252,7 @@ Json leaf_to_json(const Leaf& leaf) {
              {"global_shape", o->global_shape},
              {"global_offset", o->global_offset},
              {"replica_id", replica_to_json(o->replica_id)}};
-    if (o->data) out["data"] = Json{{"object", o->data->id}};
+    if (o->data) out["data"] = object_data_to_json(*o->data);
     return out;
   }
   if (const auto* local = std::get_if<LocalNonpersistent>(&leaf)) {

@@ -144,14 +144,14 @@ Status check_entry(const Json& entry, const std::string& where) {
     if (entry.contains("global_offset")) IH_TRY_STATUS(sizes(entry.at("global_offset"), where + ".global_offset", 0));
     IH_TRY_STATUS(check_replica(entry, where));
     if (entry.contains("data") && entry.at("data").is_object())
-      IH_TRY_STATUS(only_fields(entry.at("data"), where + ".data", {"object"}));
+      IH_TRY_STATUS(only_fields(entry.at("data"), where + ".data", {"object", "value"}));
     return Ok{};
   }
   if (kind == "local") {
     IH_TRY_STATUS(only_fields(entry, where, {"kind", "value"}));
     const Json& value = entry.value("value", Json());
     if (value.is_object() && value.contains("blocks")) return check_tensor_data(value, where + ".value");
-    if (value.is_object()) return only_fields(value, where + ".value", {"object"});
+    if (value.is_object()) return only_fields(value, where + ".value", {"object", "value"});
     return Ok{};
   }
   if (kind == "plain") return only_fields(entry, where, {"kind", "value"});

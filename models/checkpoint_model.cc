@@ -5,10 +5,21 @@ namespace {
 
 bool is_lnp(const Leaf& leaf) { return std::holds_alternative<LocalNonpersistent>(leaf); }
 
+/// What a value carried by a real object loads as: the plain value it is.
+Leaf carried_plain(const CarriedValue& carried) { return PlainValue{carried.json}; }
+
 Leaf unwrap(const LocalNonpersistent& lnp) {
   if (const auto* tensor = std::get_if<TensorValue>(&lnp.payload)) return *tensor;
   if (const auto* object = std::get_if<ObjectRef>(&lnp.payload)) return *object;
+  if (const auto* carried = std::get_if<CarriedValue>(&lnp.payload)) return carried_plain(*carried);
   return PlainValue{"None"};
+}
+
+/// What loading a saved object gives: its identity, or the value it carries.
+Leaf loaded_object(const std::optional<ObjectData>& data) {
+  if (!data) return ObjectRef{};
+  if (const auto* carried = std::get_if<CarriedValue>(&*data)) return carried_plain(*carried);
+  return std::get<ObjectRef>(*data);
 }
 
 void store_tensor(Checkpoint& out, std::int64_t rank, const ShardedTensor& t) {
@@ -47,7 +58,7 @@ Status fill_loaded(const Checkpoint& checkpoint, StateNode& tree) {
       const auto it = checkpoint.objects.find(o->unique_key());
       if (it == checkpoint.objects.end())
         return make_error(ErrorKind::load_not_covered, "object " + o->unique_key() + " is not in the checkpoint");
-      leaf = it->second.value_or(ObjectRef{});
+      leaf = loaded_object(it->second);
     }
     return Ok{};
   });

@@ -48,7 +48,7 @@ struct ChunkIndex {
 /// all-gathered metadata (every replica) for integrity checks.
 struct Checkpoint {
   ChunkIndex index;
-  std::map<std::string, std::optional<ObjectRef>> objects;
+  std::map<std::string, std::optional<ObjectData>> objects;
   StateNode common;
   GlobalMetadata metadata;
 };

@@ -45,7 +45,7 @@ LocalNonpersistent keep_local(const Leaf& leaf) {
   if (const auto* tensor = std::get_if<ShardedTensor>(&leaf))
     return {tensor->data ? Payload(*tensor->data) : Payload()};
   if (const auto* object = std::get_if<ShardedObject>(&leaf))
-    return {object->data ? Payload(*object->data) : Payload()};
+    return {object->data ? payload_of(*object->data) : Payload()};
   const auto& factory = std::get<ShardedTensorFactory>(leaf);
   return {factory.data ? Payload(*factory.data) : Payload()};
 }

@@ -61,8 +61,23 @@ struct ObjectRef {
   bool operator==(const ObjectRef&) const = default;
 };
 
+/// The value a real Megatron object carries, as JSON text (a DistributedOptimizer's common state saved in a
+/// per-DP-group object): no harness identity names it, so a round trip leaves it in place and holds the load to it.
+struct CarriedValue {
+  std::string json;
+  bool operator==(const CarriedValue&) const = default;
+};
+
+/// A ShardedObject's data: the harness's identity of a synthetic object, or what Megatron's own object carries.
+using ObjectData = std::variant<ObjectRef, CarriedValue>;
+
 /// What a LocalNonpersistentObject wraps: an entry's data (possibly none).
-using Payload = std::variant<std::monostate, TensorValue, ObjectRef>;
+using Payload = std::variant<std::monostate, TensorValue, ObjectRef, CarriedValue>;
+
+/// An object's data as what LocalNonpersistentObject(object.data) wraps.
+inline Payload payload_of(const ObjectData& data) {
+  return std::visit([](const auto& d) { return Payload(d); }, data);
+}
 
 /// (axis, rank offset, fragments) as passed to from_rank_offsets (spec 3.2).
 struct AxisOffset {
@@ -107,7 +122,7 @@ struct ShardedTensor {
 /// ShardedObject (spec 3.4); offsets and shape count shards, not elements.
 struct ShardedObject {
   std::string key;
-  std::optional<ObjectRef> data;
+  std::optional<ObjectData> data;
   Shape global_shape{1};
   Shape global_offset{0};
   ReplicaId replica_id;

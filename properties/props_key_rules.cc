@@ -15,7 +15,7 @@ Leaf entry_for(const std::string& key, std::uint64_t id) {
 
 Payload payload_of(const Leaf& leaf) {
   if (const auto* t = std::get_if<ShardedTensor>(&leaf)) return *t->data;
-  return *std::get<ShardedObject>(leaf).data;
+  return ih::payload_of(*std::get<ShardedObject>(leaf).data);
 }
 
 /// The key, shape and offset spec 2.4 gives one entry; nullopt: it becomes LNP(original data).

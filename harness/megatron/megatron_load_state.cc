@@ -119,8 +119,11 @@ Result<StateNode> MegatronImplementation::load_state(const Checkpoint& checkpoin
                         {"data", data_json(*c.data)}});
     }
   json::Json objects = json::Json::array();
-  for (const auto& [key, ref] : checkpoint.objects)
+  for (const auto& [key, data] : checkpoint.objects) {
+    const auto* ref = data ? std::get_if<ObjectRef>(&*data) : nullptr;
+    if (data && !ref) return unsupported(name_, "load_state of an object carrying a real value (" + key + ")");
     objects.push_back(json::Json::array({key, ref ? json::Json(ref->id) : json::Json(nullptr)}));
+  }
   json::Json common = json::Json::object();
   if (checkpoint.common.is_dict())
     for (const DictItem& item : checkpoint.common.dict())

@@ -16,16 +16,19 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string>& checkpoint_path_globs() {
   static const std::vector<std::string> globs = {
-      "megatron/core/dist_checkpointing/mapping.py",
-      "megatron/core/dist_checkpointing/serialization.py",
-      "megatron/core/dist_checkpointing/validation.py",
-      "megatron/core/dist_checkpointing/exchange_utils.py",
+      // mapping, serialization, validation, exchange_utils, the GPT->hybrid retarget (gpt_checkpoint_interop),
+      // dict_utils and utils (what a load walks), optimizer (the Float16 optimizer's state sharding)
+      "megatron/core/dist_checkpointing/*.py",
       "megatron/core/dist_checkpointing/strategies/torch.py",
+      "megatron/core/dist_checkpointing/strategies/fully_parallel.py",
       "megatron/core/models/gpt/gpt_model.py",
       "megatron/core/models/hybrid/*.py",
       "megatron/core/models/common/language_module/language_module.py",
       "megatron/core/ssm/mamba_mixer.py",
       "megatron/core/ssm/gated_delta_product.py",
+      "megatron/core/ssm/utils.py",          // the split factory of the Mamba and GDP in_proj
+      "megatron/core/transformer/mlp.py",    // the SwiGLU fc1 factory
+      "megatron/core/transformer/utils.py",  // the default sharded_state_dict of every linear and norm
       "megatron/core/transformer/moe/experts.py",
       "megatron/core/tensor_parallel/generalized_tensor_parallelism.py",
       "megatron/core/optimizer/distrib_optimizer.py",

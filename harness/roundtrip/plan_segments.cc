@@ -137,6 +137,14 @@ std::string offset_text(const Shape& offset) {
   return s;
 }
 
+std::string oracle_object_text(const ShardedObject& object) {
+  return "oracle-object|" + object.key + "|" + offset_text(object.global_offset);
+}
+
+bool carries_value(const ShardedObject& object) {
+  return object.data && std::holds_alternative<CarriedValue>(*object.data);
+}
+
 // Walks the local block's elements (small models: at most a few hundred thousand).
 std::int64_t mark_covered(std::vector<char>& bits, const Json& segment, const Shape& local) {
   const Shape gshape = segment[3].get<Shape>(), goff = segment[4].get<Shape>();

@@ -76,6 +76,11 @@ Result<GatheredShard> gathered_shard(GtpFactoryParams params);
 std::int64_t numel(const Shape& shape);
 /// "a,b,c": an offset in an object's oracle string.
 std::string offset_text(const Shape& offset);
+/// What the save writes into an object and the load must give back: "oracle-object|<key>|<offset>".
+std::string oracle_object_text(const ShardedObject& object);
+/// Whether an object carries Megatron's own value (a real DistributedOptimizer's common state in a per-DP-group
+/// object): the plan leaves it in place, and the load must give back what the save world saved under its key.
+bool carries_value(const ShardedObject& object);
 /// Marks in `bits` (one per element of the segment's key) the elements a loaded local tensor of `local_shape`
 /// holds through `segment` (its JSON, segment_json); returns how many it walked.
 std::int64_t mark_covered(std::vector<char>& bits, const json::Json& segment, const Shape& local_shape);

@@ -71,6 +71,8 @@ struct SavedKeys {
   std::map<std::string, std::int64_t> ids;
   json::Json keys = json::Json::array(), aliases = json::Json::array();
   std::int64_t max_numel = 0;
+  /// The values the save world's objects carry (carries_value), by the object's unique key: JSON text.
+  std::map<std::string, std::string> carried;
   /// The id of the key whose values `key` holds (harness_error for a key the save world does not write).
   Result<std::int64_t> id_of(const ScenarioPlanner& planner, const std::string& key) const;
   /// The key of a saved key id.

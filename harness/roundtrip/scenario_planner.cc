@@ -154,6 +154,10 @@ Result<SavedKeys> saved_keys(const ScenarioPlanner& planner, const std::vector<s
                                                       " has no parameter of its shape in the save world");
     out.aliases.push_back(Json{{"key", key}, {"id", id->second}});
   }
+  for (const std::vector<FlatEntry>& rank : save_entries)
+    for (const FlatEntry& e : rank)
+      if (const auto* o = std::get_if<ShardedObject>(&e.entry); o && o->is_main_replica() && carries_value(*o))
+        out.carried.emplace(o->unique_key(), std::get<CarriedValue>(*o->data).json);
   return out;
 }
 

@@ -119,14 +119,41 @@ Status plan_loaded_factory(const LoadContext& c, const LoadEntry& e, const Shard
   return Ok{};
 }
 
-Status plan_loaded_object(const LoadEntry& e, const ShardedObject& o, LoadRankPlan& plan) {
+/// The object a loaded (not fresh) object reads after the reference retarget.
+Result<const ShardedObject*> retargeted_object(const LoadEntry& e) {
+  const auto* po = e.after ? std::get_if<ShardedObject>(e.after) : nullptr;
+  if (!po) return make_error(seam_kind::harness_error, "reference retarget dropped object " + e.before.path);
+  return po;
+}
+
+/// An object carrying Megatron's own value is left in place; afterwards it holds what the save world's object of
+/// its retarget key carried (no "expected" where no save rank saved that key), a fresh one its own value.
+Status plan_loaded_carried(const LoadContext& c, const LoadEntry& e, const ShardedObject& o, LoadRankPlan& plan) {
+  plan.objects[e.before.path] = nullptr;
+  Json want{{"path", e.before.path}, {"carried", true}, {"fresh", e.fresh}};
+  const std::string* value = &std::get<CarriedValue>(*o.data).json;
+  if (!e.fresh) {
+    IH_TRY_ASSIGN(po, retargeted_object(e));
+    want["key"] = po->unique_key();
+    const auto saved = c.saved.carried.find(po->unique_key());
+    value = saved == c.saved.carried.end() ? nullptr : &saved->second;
+  }
+  if (value) {
+    IH_TRY_ASSIGN(expected, json::parse(*value));
+    want["expected"] = std::move(expected);
+  }
+  plan.oracle_objects.push_back(std::move(want));
+  return Ok{};
+}
+
+Status plan_loaded_object(const LoadContext& c, const LoadEntry& e, const ShardedObject& o, LoadRankPlan& plan) {
+  if (carries_value(o)) return plan_loaded_carried(c, e, o, plan);
   const std::string pre = "hybrid-preload|" + o.key + "|" + offset_text(o.global_offset);
   plan.objects[e.before.path] = pre;
   std::string want = pre;
   if (!e.fresh) {
-    const auto* po = e.after ? std::get_if<ShardedObject>(e.after) : nullptr;
-    if (!po) return make_error(seam_kind::harness_error, "reference retarget dropped object " + e.before.path);
-    want = "oracle-object|" + po->key + "|" + offset_text(po->global_offset);
+    IH_TRY_ASSIGN(po, retargeted_object(e));
+    want = oracle_object_text(*po);
   }
   plan.oracle_objects.push_back(Json{{"path", e.before.path}, {"expected", want}, {"fresh", e.fresh}});
   return Ok{};
@@ -147,7 +174,7 @@ Status plan_loaded_entry(const LoadContext& c, const LoadEntry& e, LoadRankPlan&
   } else if (const auto* f = std::get_if<ShardedTensorFactory>(&leaf)) {
     IH_TRY_STATUS(plan_loaded_factory(c, e, *f, plan));
   } else if (const auto* o = std::get_if<ShardedObject>(&leaf)) {
-    return plan_loaded_object(e, *o, plan);
+    return plan_loaded_object(c, e, *o, plan);
   } else if (const auto* p = std::get_if<PlainValue>(&leaf)) {
     plan.oracle_plain.push_back(Json{{"path", e.before.path}, {"expected", p->repr}});
     return Ok{};

@@ -22,7 +22,8 @@ struct SaveWriters {
 
 /// What one save rank fills: per path its segments (fill), the paths whose segments fill the model's parameter (a
 /// GTP shard of this shape, gtp_params) rather than the sharded state dict's tensor, the paths whose rows come from
-/// the reference (reference_rows: the worker skips its pieces check there), and its objects' oracle strings.
+/// the reference (reference_rows: the worker skips its pieces check there), and its objects' oracle strings (null:
+/// the object carries Megatron's own value, left in place).
 struct SaveRankPlan {
   Json fill = Json::object(), objects = Json::object(), gtp_params = Json::object(), reference_rows = Json::array();
 };
@@ -89,7 +90,7 @@ Result<SaveRankPlan> save_rank_plan(const ScenarioPlanner& planner, const SavedK
     } else if (const auto* f = std::get_if<ShardedTensorFactory>(&e.entry)) {
       IH_TRY_STATUS(plan_saved_factory(planner, saved, r, e, *f, plan, writers));
     } else if (const auto* o = std::get_if<ShardedObject>(&e.entry)) {
-      plan.objects[e.path] = "oracle-object|" + o->key + "|" + offset_text(o->global_offset);
+      plan.objects[e.path] = carries_value(*o) ? Json(nullptr) : Json(oracle_object_text(*o));
     }
   }
   return plan;

@@ -509,6 +509,55 @@ TEST(WorldPlan, RealDistributedOptimizerIsPlannedInFloat32WithItsParamStateOnIts
   EXPECT_TRUE(read_json(dir64.path / "catalogue.json")["aliases"].empty());
 }
 
+/// The reference's description with, on every rank, the object a DistributedOptimizer saves its common state in
+/// outside the fully reshardable formats (one per DP group, Megatron's own value inside): key dp_group_idx_<g>, g
+/// from `group_of(side's ranks, rank)`, its value naming the group.
+RealModelEntries with_carried_object(std::function<std::int64_t(std::int64_t ranks, std::int64_t rank)> group_of) {
+  return [group_of](const ModelDumpSpec& spec, std::int64_t rank) -> Result<std::vector<FlatEntry>> {
+    IH_TRY_ASSIGN(entries, DescribedByReference{}(spec, rank));
+    const std::int64_t group = group_of(world_size(spec.sizes), rank);
+    entries.push_back({"optimizer.carried",
+                       ShardedObject{"optimizer.distributed.dp_group_idx_" + std::to_string(group) + ".optimizer",
+                                     CarriedValue{R"({"param_groups":[{"group":)" + std::to_string(group) + "}]}"},
+                                     {1},
+                                     {0},
+                                     ReplicaId::tuple({0, 0, rank})}});
+    return entries;
+  };
+}
+
+// Megatron's own value in an object (the common state of a DistributedOptimizer saved per DP group): no oracle
+// string replaces it on either side, and the load must give back what the save world's main replica of the
+// retargeted key carried; a key no save rank saved is named, with nothing expected.
+TEST(WorldPlan, AnObjectCarryingMegatronsOwnValueIsLeftInPlaceAndHeldToWhatTheSaveCarried) {
+  auto s = make_world_scenario("real_gpt_hybrid_distributed_optimizer", 4, 2);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  TempDir dir;
+  // Every save rank in group 0 (rank 0 its main replica); load rank r in group r: group 1 was never saved.
+  const auto group_of = [](std::int64_t ranks, std::int64_t rank) { return ranks == 4 ? 0 : rank; };
+  auto stats = write_world_scenario(*s, dir.path, with_carried_object(group_of));
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  for (int r = 0; r < 4; ++r) {
+    const Json save = read_json(dir.path / ("save_rank_" + std::to_string(r) + ".json"));
+    ASSERT_TRUE(save["objects"].contains("optimizer.carried")) << r;
+    EXPECT_TRUE(save["objects"]["optimizer.carried"].is_null()) << r;
+  }
+  std::map<int, Json> carried;
+  for (int r = 0; r < 2; ++r) {
+    const Json load = read_json(dir.path / ("load_rank_" + std::to_string(r) + ".json"));
+    ASSERT_TRUE(load["objects"].contains("optimizer.carried")) << r;
+    EXPECT_TRUE(load["objects"]["optimizer.carried"].is_null()) << r;
+    const Json oracle = read_json(dir.path / ("oracle_rank_" + std::to_string(r) + ".json"));
+    for (const Json& o : oracle["objects"])
+      if (o["path"] == "optimizer.carried") carried[r] = o;
+  }
+  ASSERT_EQ(carried.size(), 2u);
+  EXPECT_EQ(carried[0]["carried"], true);
+  EXPECT_EQ(carried[0]["expected"], (Json{{"param_groups", Json::array({Json{{"group", 0}}})}}));
+  EXPECT_EQ(carried[1]["key"], "optimizer.distributed.dp_group_idx_1.optimizer/shard_0_1");
+  EXPECT_FALSE(carried[1].contains("expected"));
+}
+
 TEST(OracleEncoding, Float32TakesTheFewestIndexBitsAndRefusesWhatItCannotHoldExactly) {
   auto e = oracle_encoding(OracleDtype::float32, 16384, 1023);
   ASSERT_TRUE(e.ok());

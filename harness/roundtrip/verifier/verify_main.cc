@@ -268,23 +268,6 @@ void check_tensor(const Verifier& v, int r, const Json& t, const std::map<std::s
   f.held.push_back({r, std::move(want), got});
 }
 
-/// Rank r's loaded objects against their oracle strings.
-void check_objects(int r, const Json& oracle, const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
-  for (const auto& o : oracle.at("objects")) {
-    ++f.objects;
-    const auto it = by_path.find(o.at("path").get<std::string>());
-    const std::string want = o.at("expected");
-    if (it != by_path.end() && it->second.isString() && it->second.toStringRef() == want) continue;
-    ++f.counts["object"];
-    f.wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
-    f.notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
-                      want + ", holds " +
-                      (it == by_path.end()     ? "nothing"
-                       : it->second.isString() ? it->second.toStringRef()
-                                               : "a non-string"));
-  }
-}
-
 /// The value dumped at `path` as JSON ("json:<text>"), or nullopt where nothing or something else is there.
 std::optional<Json> dumped_json(const std::map<std::string, torch::jit::IValue>& by_path, const std::string& path) {
   const auto it = by_path.find(path);
@@ -293,6 +276,41 @@ std::optional<Json> dumped_json(const std::map<std::string, torch::jit::IValue>&
   Json value = Json::parse(it->second.toStringRef().substr(5), nullptr, false);
   if (value.is_discarded()) return std::nullopt;
   return value;
+}
+
+/// What an object's oracle entry wants and what rank r holds there, or nullopt where they agree: an oracle
+/// string, or (a "carried" object: Megatron's own value) the value the save world's object of its key carried.
+std::optional<std::pair<std::string, std::string>> object_mismatch(
+    const Json& o, const std::map<std::string, torch::jit::IValue>& by_path) {
+  const std::string path = o.at("path");
+  const auto it = by_path.find(path);
+  if (o.value("carried", false)) {
+    const std::optional<Json> got = dumped_json(by_path, path);
+    if (o.contains("expected") && got == o.at("expected")) return std::nullopt;
+    return std::pair{o.contains("expected")
+                         ? o.at("expected").dump()
+                         : "what the save world saved under " + o.value("key", std::string("its key")) +
+                               ", but no save rank saved that",
+                     got ? got->dump() : "nothing"};
+  }
+  const std::string want = o.at("expected");
+  if (it != by_path.end() && it->second.isString() && it->second.toStringRef() == want) return std::nullopt;
+  return std::pair{want, it == by_path.end()     ? "nothing"
+                         : it->second.isString() ? it->second.toStringRef()
+                                                 : "a non-string"};
+}
+
+/// Rank r's loaded objects against their oracle.
+void check_objects(int r, const Json& oracle, const std::map<std::string, torch::jit::IValue>& by_path, Findings& f) {
+  for (const auto& o : oracle.at("objects")) {
+    ++f.objects;
+    const auto mismatch = object_mismatch(o, by_path);
+    if (!mismatch) continue;
+    ++f.counts["object"];
+    f.wrong.push_back({"object", r, o.at("path"), 0, 0, {}});
+    f.notes.push_back("rank " + std::to_string(r) + ": object " + o.at("path").get<std::string>() + " should be " +
+                      mismatch->first + ", holds " + mismatch->second);
+  }
 }
 
 /// Rank r's loaded common values against what the save world wrote.

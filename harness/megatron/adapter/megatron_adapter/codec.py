@@ -87,9 +87,10 @@ class Codec:
             gshape = tuple(int_list(field(e, "global_shape", where), "global_shape", where))
             goff = tuple(int_list(field(e, "global_offset", where), "global_offset", where))
             replica = self.replica(e.get("replica_id", 0), where)
-            return self._construct(self.M.ShardedObject, where, key, e.get("data"), gshape, goff, replica)
+            return self._construct(self.M.ShardedObject, where, key, _decoded_payload(e.get("data")), gshape, goff,
+                                   replica)
         if kind == "local":
-            return self.M.LocalNonpersistentObject(e.get("value"))
+            return self.M.LocalNonpersistentObject(_decoded_payload(e.get("value")))
         if kind == "plain":
             return _Plain(e.get("value"))
         if kind == "factory":
@@ -159,11 +160,11 @@ class Codec:
             out = {"kind": "object", "key": x.key, "global_shape": list(x.global_shape),
                    "global_offset": list(x.global_offset), "replica_id": self.replica_json(x.replica_id)}
             if x.data is not None:
-                out["data"] = _jsonable(x.data)
+                out["data"] = _wire_payload(x.data)
             return out
         if isinstance(x, M.LocalNonpersistentObject):
             obj = x.unwrap()
-            value = getattr(obj, "_ih_data", None) if isinstance(obj, M.torch.Tensor) else _jsonable(obj)
+            value = getattr(obj, "_ih_data", None) if isinstance(obj, M.torch.Tensor) else _wire_payload(obj)
             return {"kind": "local"} if value is None else {"kind": "local", "value": value}
         if isinstance(x, M.ShardedTensorFactory):
             built = x.build()
@@ -250,14 +251,15 @@ class Codec:
         return [{"path": path, "entry": self.leaf_json(leaf)} for path, leaf in leaves(tree, structure, prefix)]
 
 
-def leaves(tree, structure="dotted", prefix=()):
+def leaves(tree, structure="dotted", prefix=(), whole=frozenset()):
     """(path, leaf) of every leaf in traversal order, each path as encode writes it: what a round-trip
-    worker fills and dumps is found under the path the plan names."""
-    if not isinstance(tree, (dict, list)):
+    worker fills and dumps is found under the path the plan names. A path in `whole` is one leaf however deep
+    its value (a loaded object that carried a dict)."""
+    if not isinstance(tree, (dict, list)) or (whole and prefix and _join(prefix, structure) in whole):
         yield _join(prefix, structure), tree
         return
     for k, v in (tree.items() if isinstance(tree, dict) else enumerate(tree)):
-        yield from leaves(v, structure, prefix + (k,))
+        yield from leaves(v, structure, prefix + (k,), whole)
 
 
 class _Plain:
@@ -274,6 +276,26 @@ def _join(parts, structure):
     if structure == "list":
         return list(parts)
     return ".".join(str(p) for p in parts)
+
+
+def _decoded_payload(wire):
+    """What an object's data or a LocalNonpersistentObject's value holds once decoded: a carried value
+    ({"value": X}) is X itself, as Megatron's own object holds it; the harness's identity ({"object": id}) and
+    tensor data ({"blocks": ...}) stay the wire's dicts, which _wire_payload sends back as they came."""
+    if isinstance(wire, dict) and set(wire) == {"value"}:
+        return wire["value"]
+    return wire
+
+
+def _wire_payload(value):
+    """An object's data or an LNP's value on the wire (harness/codec: ObjectRef, TensorValue, CarriedValue): None,
+    the harness's identity or tensor data as decoded, anything else the value Megatron's own object carries,
+    {"value": ...}."""
+    if value is None:
+        return None
+    if isinstance(value, dict) and ((set(value) == {"object"} and is_int(value["object"])) or "blocks" in value):
+        return value
+    return {"value": _jsonable(value)}
 
 
 def _jsonable(x):

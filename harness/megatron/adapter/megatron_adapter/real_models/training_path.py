@@ -134,10 +134,13 @@ def chunk_list(chunks):
 @contextlib.contextmanager
 def object_values(chunks, strings):
     """Each linear of the chunks answers get_extra_state with the plan's string for its object path
-    ("<chunk>.<module path>._extra_state"); undone on exit."""
+    ("<chunk>.<module path>._extra_state"); undone on exit. An object the plan leaves as None carries Megatron's
+    own value: untouched."""
     undo = []
     try:
         for path, value in strings.items():
+            if value is None:
+                continue
             name, _, key = path.partition(".")
             if name not in chunks or not key.endswith("._extra_state"):
                 raise TrainingPathError(f"the plan's object {path} is no linear's _extra_state of a chunk")

@@ -116,13 +116,16 @@ def entries_state(world, rank_plan, side, data_of):
 
 
 def real_objects(M, tree, strings):
-    """Every ShardedObject of a real model takes the plan's string for its path (what the verifier expects)."""
+    """Every ShardedObject of a real model takes the plan's string for its path (what the verifier expects), but
+    one the plan leaves as None: it carries Megatron's own value (a DistributedOptimizer's common state in a
+    per-DP-group object), which its load consumes."""
     from megatron_adapter.codec import leaves
     for path, leaf in leaves(tree):
         if isinstance(leaf, M.ShardedObject):
             if path not in strings:
                 raise PlanError(f"the plan has no object value for {path}")
-            leaf.data = strings[path]
+            if strings[path] is not None:
+                leaf.data = strings[path]
 
 
 def megatron_state_tree(M, chunks, optimizer, req, stage, is_loading=False):

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from megatron_adapter.codec import Codec, _join, _jsonable
+from megatron_adapter.codec import Codec, _decoded_payload, _join, _jsonable, _wire_payload, leaves
 from megatron_adapter.errors import BadRequest, is_int, boolean, field, int_list, integer, string
 
 FAKE_TORCH = types.SimpleNamespace(float32="f32", bfloat16="bf16", Tensor=type("Tensor", (), {}))
@@ -94,6 +94,30 @@ def test_replica_ids():
 def test_path_forms_and_jsonable():
     assert _join(("a", 0, "b"), "list") == ["a", 0, "b"] and _join(("a", 0, "b"), "nested") == "a.0.b"
     assert _jsonable({1: (2, [3]), "o": object}) == {"1": [2, [3]], "o": repr(object)}
+
+
+def test_object_data_is_the_harness_identity_or_megatrons_own_value():
+    # The identity and tensor data the codec decoded travel back as they came; anything else is the value
+    # Megatron's own object carries (a DistributedOptimizer's common state), sent as {"value": ...}.
+    assert _wire_payload(None) is None
+    assert _wire_payload({"object": 3}) == {"object": 3}
+    tensor_data = {"shape": [2], "dtype": "float32", "blocks": [[1, 0, 2]]}
+    assert _wire_payload(tensor_data) == tensor_data
+    assert _wire_payload({"param_groups": [{"lr": 1e-4, "betas": (0.9, 0.999)}]}) == \
+        {"value": {"param_groups": [{"lr": 1e-4, "betas": [0.9, 0.999]}]}}
+    assert _wire_payload({"object": "a"}) == {"value": {"object": "a"}}
+    assert _wire_payload("oracle-object|k|0") == {"value": "oracle-object|k|0"}
+    # Decoding gives Megatron's object the value itself, so a second pass sends back what the first did.
+    for wire in ({"object": 3}, tensor_data, {"value": {"param_groups": []}}, {"value": {"value": 1}}, None):
+        assert _wire_payload(_decoded_payload(wire)) == wire
+    assert _decoded_payload({"value": [1, 2]}) == [1, 2]
+
+
+def test_leaves_keep_a_whole_path_as_one_leaf():
+    loaded = {"model": {"w": 1}, "optimizer": {"optimizer": {"param_groups": [{"lr": 2}]}, "step": 3}}
+    assert dict(leaves(loaded)) == {"model.w": 1, "optimizer.optimizer.param_groups.0.lr": 2, "optimizer.step": 3}
+    whole = dict(leaves(loaded, whole=frozenset({"optimizer.optimizer"})))
+    assert whole == {"model.w": 1, "optimizer.optimizer": {"param_groups": [{"lr": 2}]}, "optimizer.step": 3}
 
 
 def test_request_fields():
