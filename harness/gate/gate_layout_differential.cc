@@ -27,6 +27,14 @@ props::GtpCase drawn_case(const GdpDims& dims, std::int64_t tp, std::int64_t gtp
   return drawn;
 }
 
+/// TP rank t's GDP in_proj as the split factory gets it: a hybrid model's, one key per layer, or `stacked` with its
+/// layers on a prepended axis (layer 3 of 4, as a GPT-format key is): ShardedTensor.narrow must skip that axis.
+Result<ShardedTensor> in_proj_shard(std::int64_t rows, std::int64_t tp, std::int64_t t, bool stacked) {
+  if (!stacked) return tp_row_sharded("decoder.layers.3.mixer.in_proj.weight", rows, 2, tp, t);
+  return ShardedTensor::from_rank_offsets("decoder.layers.mixer.in_proj.weight", {rows, 2}, {{0, 3, 4}, {1, t, tp}}, {},
+                                          1, std::nullopt, "bfloat16");
+}
+
 Result<std::string> check_split_chunks(Implementation& target) {
   ReferenceImplementation reference;
   struct Case {
@@ -35,18 +43,19 @@ Result<std::string> check_split_chunks(Implementation& target) {
   for (const Case& c : {Case{2, 1, 1, 3}, Case{10, 3, 2, 3}, Case{256, 256, 4, 3}, Case{8, 4, 2, 1}}) {
     IH_TRY_ASSIGN(layout, gdp_in_proj_layout(GdpDims{c.d_inner, c.group_state, c.heads, c.householder}));
     IH_TRY_ASSIGN(rows, layout.total_rows());
-    for (std::int64_t tp = 1; tp <= 4; tp *= 2)
-      for (std::int64_t t = 0; t < tp; ++t) {
-        IH_TRY_ASSIGN(orig, tp_row_sharded("decoder.layers.3.mixer.in_proj.weight", rows, 2, tp, t));
-        auto got = target.split_chunks(orig, layout);
-        if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
-        const std::string want_text = chunks_text(reference.split_chunks(orig, layout)), got_text = chunks_text(got);
-        if (got_text != want_text)
-          return "GDP in_proj d_inner " + std::to_string(c.d_inner) + " group_state " + std::to_string(c.group_state) +
-                 " heads " + std::to_string(c.heads) + " M " + std::to_string(c.householder) + ", TP " +
-                 std::to_string(tp) + " rank " + std::to_string(t) + "\n      reference: " + want_text +
-                 "\n      target:    " + got_text;
-      }
+    for (const bool stacked : {false, true})
+      for (std::int64_t tp = 1; tp <= 4; tp *= 2)
+        for (std::int64_t t = 0; t < tp; ++t) {
+          IH_TRY_ASSIGN(orig, in_proj_shard(rows, tp, t, stacked));
+          auto got = target.split_chunks(orig, layout);
+          if (!got.ok() && is_no_answer(got.error().kind)) return got.error();
+          const std::string want_text = chunks_text(reference.split_chunks(orig, layout)), got_text = chunks_text(got);
+          if (got_text != want_text)
+            return std::string(stacked ? "layer-stacked " : "") + "GDP in_proj d_inner " + std::to_string(c.d_inner) +
+                   " group_state " + std::to_string(c.group_state) + " heads " + std::to_string(c.heads) + " M " +
+                   std::to_string(c.householder) + ", TP " + std::to_string(tp) + " rank " + std::to_string(t) +
+                   "\n      reference: " + want_text + "\n      target:    " + got_text;
+        }
   }
   return std::string();
 }

@@ -95,17 +95,19 @@ Result<StateNode> MegatronImplementation::fsdp_retarget(std::string_view pattern
 
 Result<std::vector<ShardedTensor>> MegatronImplementation::split_chunks(const ShardedTensor& orig,
                                                                         const SplitLayout& layout) {
-  if (orig.local_shape.empty() || !orig.axis_fragmentations || orig.prepend_axis_num != 0)
+  if (orig.local_shape.empty() || !orig.axis_fragmentations || orig.prepend_axis_num < 0 || orig.prepend_axis_num > 1)
     return make_error(ErrorKind::invalid_argument,
-                      "split_chunks needs a regular TP-sharded tensor without prepended axes");
+                      "split_chunks needs a regular TP-sharded tensor with at most one prepended (layer) axis");
+  const auto row_axis = static_cast<std::size_t>(orig.prepend_axis_num);
   const std::int64_t rows = orig.local_shape[0];
   json::Json request{{"key", orig.key},
                      {"local_rows", rows},
-                     {"tp_rank", rows ? orig.global_offset[0] / rows : 0},
-                     {"tp_size", (*orig.axis_fragmentations)[0]},
+                     {"tp_rank", rows ? orig.global_offset[row_axis] / rows : 0},
+                     {"tp_size", (*orig.axis_fragmentations)[row_axis]},
                      {"sections", layout.sections},
                      {"names", layout.names},
                      {"dtype", orig.dtype}};
+  if (row_axis == 1) request["layer"] = {orig.global_offset[0], (*orig.axis_fragmentations)[0]};
   // A default replica travels as none, so Megatron's from_rank_offsets default is judged by the chunks it gives.
   if (orig.replica_id != ReplicaId{}) request["replica_id"] = json::leaf_to_json(orig)["replica_id"];
   if (orig.local_shape.size() > 1) request["cols"] = orig.local_shape[1];

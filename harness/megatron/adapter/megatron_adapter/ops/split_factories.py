@@ -5,13 +5,13 @@ import candidates
 
 from megatron_adapter.codec import Codec
 from megatron_adapter.error_kinds import classify
-from megatron_adapter.errors import BadRequest, Unsupported, boolean, field, integer, meta_tensor, opt, string
+from megatron_adapter.errors import BadRequest, Unsupported, boolean, field, int_list, integer, meta_tensor, opt, string
 from megatron_adapter.patches.stand_ins import FakeGroup
 
 
 def _tp_tensor(ctx, req, rows_field):
-    """The TP-local weight as Megatron describes it: from_rank_offsets over a meta tensor,
-    axis 0 fragmented tp_size ways."""
+    """The TP-local weight as Megatron describes it: from_rank_offsets over a meta tensor, its rows fragmented
+    tp_size ways; with "layer": [index, layers] the layers stacked on a prepended axis (a GPT-format key)."""
     torch = ctx.M.torch
     key = string(req, "key")
     rows = integer(req, rows_field, minimum=0)
@@ -24,8 +24,13 @@ def _tp_tensor(ctx, req, rows_field):
     replica = {"replica_id": codec.replica(req["replica_id"], "request")} if "replica_id" in req else {}
     shape = (rows,) if cols is None else (rows, cols)
     data = meta_tensor(torch, shape, dtype)
+    layer = int_list(req["layer"], "layer", "request", minimum=0) if "layer" in req else None
+    if layer is not None and len(layer) != 2:
+        raise BadRequest("layer must be [index, layers]")
+    offsets = [(0, tp_rank, tp_size)] if layer is None else [(0, layer[0], layer[1]), (1, tp_rank, tp_size)]
     try:
-        return ctx.M.ShardedTensor.from_rank_offsets(key, data, (0, tp_rank, tp_size), **replica)
+        return ctx.M.ShardedTensor.from_rank_offsets(key, data, *offsets, prepend_axis_num=0 if layer is None else 1,
+                                                     **replica)
     except Exception as exc:  # noqa: BLE001
         raise classify(exc, {ctx.M.CheckpointingException: "metadata_integrity"})
 
