@@ -99,7 +99,10 @@ Result<std::vector<Equivalent>> load_equivalents(const std::filesystem::path& fo
 struct Mutant {
   std::string file, op, diff, diff_sha256, source;  // source: the mutated file's text's path
   std::int64_t line = 0;
-  std::string function;             // the function holding the line ("<module>" at top level)
+  std::string function;  // the function holding the line ("<module>" at top level)
+  /// The lines whose checks judge it: a function header's (run at import, acting when called) are its body's, a
+  /// class body's statement's the class's; any other line itself (mutation_points.py `judged_by`).
+  std::vector<std::int64_t> judged_by_lines;
   std::vector<std::string> checks;  // the checks that ran it
   Judgement judgement;
   double seconds = 0;

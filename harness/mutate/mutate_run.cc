@@ -67,15 +67,23 @@ Result<FileLines> changed_lines(const CampaignOptions& o, const coverage::LineCo
   return out;
 }
 
-/// cosmic-ray's mutants of `lines` (mutation_points.py in the Megatron venv), their sources under `work`.
+/// cosmic-ray's mutants of `lines` (mutation_points.py in the Megatron venv), their sources under `work`; every line
+/// the gate ran in those files goes with them (a changed `def` line is mutated when its body ran, changed or not).
 Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const CampaignOptions& o, const FileLines& lines,
+                                                                  const coverage::LineContexts& coverage,
                                                                   const fs::path& work) {
   json::Json request{{"root", o.tree},
                      {"max_mutants", o.max_mutants},
                      {"seed", o.seed},
                      {"out", (work / "sources").string()},
-                     {"lines", json::Json::object()}};
-  for (const auto& [file, numbers] : lines) request["lines"][file] = numbers;
+                     {"lines", json::Json::object()},
+                     {"run_lines", json::Json::object()}};
+  for (const auto& [file, numbers] : lines) {
+    request["lines"][file] = numbers;
+    json::Json& run = request["run_lines"][file] = json::Json::array();
+    if (const auto found = coverage.find(file); found != coverage.end())
+      for (const auto& [line, unused] : found->second) run.push_back(line);
+  }
   fs::create_directories(work / "sources");
   IH_TRY_STATUS(write_text(work / "request.json", json::dump(request)));
   IH_TRY_ASSIGN(run, capture({default_megatron_python(), (install::adapter_dir() / "mutation_points.py").string(),
@@ -94,6 +102,7 @@ Result<std::pair<std::int64_t, std::vector<Mutant>>> make_mutants(const Campaign
     Mutant one;
     one.file = m.at("file"), one.line = m.at("line"), one.op = m.at("operator"), one.diff = m.at("diff");
     one.diff_sha256 = m.at("diff_sha256"), one.source = m.at("source"), one.function = m.at("function");
+    one.judged_by_lines = m.value("judged_by_lines", std::vector<std::int64_t>{one.line});
     mutants.push_back(std::move(one));
   }
   return std::make_pair(reply->value("candidates", std::int64_t{0}), std::move(mutants));
@@ -172,10 +181,11 @@ Result<CampaignResult> run_campaign(const CampaignOptions& o, std::ostream& prog
   progress << "INFO: " << result.lines << " lines in " << lines.size() << " files that the gate's checks run"
            << (o.base ? " and the change touches" : "") << "\n";
   if (lines.empty()) return result;
-  IH_TRY_ASSIGN(made, make_mutants(o, lines, work));
+  IH_TRY_ASSIGN(made, make_mutants(o, lines, coverage, work));
   result.positions = made.first, result.mutants = std::move(made.second);
   for (Mutant& m : result.mutants) {
-    const auto reaching = checks_reaching(coverage, m.file, m.line);
+    std::set<std::string> reaching;
+    for (const std::int64_t line : m.judged_by_lines) reaching.merge(checks_reaching(coverage, m.file, line));
     m.checks.assign(reaching.begin(), reaching.end());
   }
   const std::vector<std::string> all_checks = sorted_union(result.mutants);

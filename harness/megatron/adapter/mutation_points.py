@@ -5,9 +5,9 @@ cosmic-ray is used as a library: its operators find the mutation positions of a 
 harness decides which lines may be mutated (lines the gate executes) and runs each mutant itself.
 
 Input (the JSON file named by the one argument): {"root": TREE, "lines": {"<file relative to TREE>": [line, ...]}, "max_mutants": N,
-"seed": S, "out": DIR}. Each chosen mutant's whole mutated file is written to DIR/<index>.py.
-Output (stdout): {"candidates": <positions on the given lines>, "mutants": [{"file", "line",
-"operator", "occurrence", "diff", "diff_sha256", "source"}]}; a file that does not parse is {"error": ...}, exit 2.
+"seed": S, "out": DIR, optional "run_lines": {"<file>": [every line the gate ran, ...]} (a change's lines are fewer)}. Each chosen mutant's whole mutated file is written to DIR/<index>.py.
+Output (stdout): {"candidates": <positions on the given lines>, "mutants": [{"file", "line", "function",
+"judged_by_lines", "operator", "occurrence", "diff", "diff_sha256", "source"}]}; a file that does not parse is {"error": ...}, exit 2.
 """
 
 import difflib
@@ -32,11 +32,13 @@ def operators():
     return out
 
 
-def positions(tree, allowed_lines, ops):
+def positions(tree, allowed_lines, ops, run_lines=None):
     """(line, operator name, operator, occurrence) for every position on `allowed_lines`; the occurrence
-    counts positions in the pre-order walk that cosmic-ray's MutationVisitor applies them in."""
+    counts positions in the pre-order walk that cosmic-ray's MutationVisitor applies them in. `run_lines`: every
+    line the gate ran in the file (default: the allowed ones), which tells whose function bodies ran."""
     nodes = list(ast_nodes(tree))
-    allowed_lines = set(allowed_lines) - headers_of_functions_never_run(nodes, allowed_lines)
+    run = set(allowed_lines if run_lines is None else run_lines)
+    allowed_lines = set(allowed_lines) - headers_of_functions_never_run(nodes, run)
     found = []
     for name, op in ops:
         occurrence = 0
@@ -83,6 +85,36 @@ def spread(found, max_mutants, seed):
     return chosen
 
 
+def last_line(node):
+    """The last line a node's text is on (parso ends a suite at column 0 of the line after it)."""
+    return node.end_pos[0] - (1 if node.end_pos[1] == 0 else 0)
+
+
+def judged_by(nodes, line):
+    """The lines whose checks judge a mutant on `line`. A function's header (its decorators, `def` line, defaults and
+    annotations) runs at import, under whichever check imported the module first, but acts when the function is
+    called: its body's lines; a class body's statement outside its functions (a dataclass field's default) acts
+    when the class is used: the class's lines. Any other line: itself."""
+    innermost = None
+    for node in nodes:
+        if node.type not in ("funcdef", "classdef"):
+            continue
+        start = node.parent.start_pos[0] if node.parent.type == "decorated" else node.start_pos[0]
+        body = node.children[-1]
+        in_header = start <= line <= body.start_pos[0]
+        in_class_body = node.type == "classdef" and body.start_pos[0] < line <= last_line(body)
+        if in_header or in_class_body:
+            innermost = (node, start, in_header)  # pre-order: the innermost definition comes last
+        elif node.type == "funcdef" and body.start_pos[0] < line <= last_line(body):
+            innermost = None  # inside a function's body: runs when called, as covered
+    if innermost is None:
+        return [line]
+    node, start, in_header = innermost
+    body = node.children[-1]
+    first = body.start_pos[0] + 1 if in_header and node.type == "funcdef" else start
+    return list(range(first, last_line(body) + 1)) or [line]  # a one-line `def f(): ...` is its own body
+
+
 def function_at(tree, line):
     """The qualified name of the function or class holding `line` ("<module>" at top level)."""
     names = []
@@ -107,7 +139,7 @@ def main():
             source = handle.read()
         try:
             trees[relative] = get_ast(source)
-            found = positions(trees[relative], set(lines), ops)
+            found = positions(trees[relative], set(lines), ops, request.get("run_lines", {}).get(relative))
         except Exception as exc:  # noqa: BLE001 - parso's errors are not one type
             print(json.dumps({"error": f"{relative}: cannot parse: {type(exc).__name__}: {exc}"}))
             return 2
@@ -127,7 +159,9 @@ def main():
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(mutated)
         diff = unified_diff(source, mutated, relative)
-        mutants.append({"file": relative, "line": line, "function": function_at(trees[relative], line), "operator": name, "occurrence": occurrence, "diff": diff,
+        mutants.append({"file": relative, "line": line, "function": function_at(trees[relative], line),
+                        "judged_by_lines": judged_by(list(ast_nodes(trees[relative])), line), "operator": name,
+                        "occurrence": occurrence, "diff": diff,
                         "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16], "source": path})
     print(json.dumps({"candidates": candidates, "mutants": mutants}))
     return 0

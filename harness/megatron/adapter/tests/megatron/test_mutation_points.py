@@ -47,3 +47,42 @@ def test_mutants_only_on_the_given_lines_each_a_real_change(tmp_path):
         mutated = open(m["source"]).read()
         assert mutated != SOURCE and mutated.splitlines()[:6] == SOURCE.splitlines()[:6], m
     assert {m["operator"] for m in reply["mutants"]} >= {"core/ReplaceAndWithOr"}
+
+
+DEFINITIONS = """\
+import dataclasses
+
+
+@dataclasses.dataclass
+class Factory:
+    replica_id: int = 0
+
+    def build(self, key, scale=1):
+        def inner(x=2):
+            return x
+        return key * scale
+
+    def one_line(self): return 1
+"""
+
+
+def test_definitions_are_judged_by_the_lines_that_use_them():
+    nodes = list(mutation_points.ast_nodes(mutation_points.get_ast(DEFINITIONS)))
+    # A dataclass field's default acts when the class is used: the class's lines, its decorator's on.
+    assert mutation_points.judged_by(nodes, 6) == list(range(4, 14))
+    # A method's default (its `def` line) acts when it is called: its body's lines.
+    assert mutation_points.judged_by(nodes, 8) == [9, 10, 11]
+    # A nested function's default: the nested body; a body line: itself.
+    assert mutation_points.judged_by(nodes, 9) == [10]
+    assert mutation_points.judged_by(nodes, 11) == [11]
+    # A one-line method is its own body; a module-level line is itself.
+    assert mutation_points.judged_by(nodes, 13) == [13]
+    assert mutation_points.judged_by(nodes, 1) == [1]
+
+
+def test_a_changed_header_is_mutated_when_its_body_ran_though_unchanged():
+    # A change's lines are fewer than the lines the gate ran: whose bodies ran is read off the latter.
+    ops = mutation_points.operators()
+    assert not mutation_points.positions(mutation_points.get_ast(SOURCE), {3}, ops)
+    found = mutation_points.positions(mutation_points.get_ast(SOURCE), {3}, ops, run_lines={1, 2, 3, 4})
+    assert found and {line for line, *_ in found} == {3}
