@@ -61,9 +61,13 @@ def headers_of_functions_never_run(nodes, run_lines):
         body = node.children[-1]  # a suite starts on the `def` line (its newline): the body is below it
         if body.type != "suite" or any(line in run_lines for line in range(body.start_pos[0] + 1, body.end_pos[0] + 1)):
             continue
-        start = node.parent.start_pos[0] if node.parent.type == "decorated" else node.start_pos[0]
-        out.update(range(start, body.start_pos[0] + 1))
+        out.update(range(definition_start(node), body.start_pos[0] + 1))
     return out
+
+
+def definition_start(node):
+    """The first line of a function's or class's definition: its first decorator's, else its own."""
+    return node.parent.start_pos[0] if node.parent.type == "decorated" else node.start_pos[0]
 
 
 def spread(found, max_mutants, seed):
@@ -99,7 +103,7 @@ def judged_by(nodes, line):
     for node in nodes:
         if node.type not in ("funcdef", "classdef"):
             continue
-        start = node.parent.start_pos[0] if node.parent.type == "decorated" else node.start_pos[0]
+        start = definition_start(node)
         body = node.children[-1]
         in_header = start <= line <= body.start_pos[0]
         in_class_body = node.type == "classdef" and body.start_pos[0] < line <= last_line(body)
@@ -133,12 +137,13 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as handle:
         request = json.load(handle)
     ops = operators()
-    per_file, trees = [], {}
+    per_file, trees, nodes = [], {}, {}
     for relative, lines in sorted(request["lines"].items()):
         with open(os.path.join(request["root"], relative), encoding="utf-8") as handle:
             source = handle.read()
         try:
             trees[relative] = get_ast(source)
+            nodes[relative] = list(ast_nodes(trees[relative]))
             found = positions(trees[relative], set(lines), ops, request.get("run_lines", {}).get(relative))
         except Exception as exc:  # noqa: BLE001 - parso's errors are not one type
             print(json.dumps({"error": f"{relative}: cannot parse: {type(exc).__name__}: {exc}"}))
@@ -160,7 +165,7 @@ def main():
             handle.write(mutated)
         diff = unified_diff(source, mutated, relative)
         mutants.append({"file": relative, "line": line, "function": function_at(trees[relative], line),
-                        "judged_by_lines": judged_by(list(ast_nodes(trees[relative])), line), "operator": name,
+                        "judged_by_lines": judged_by(nodes[relative], line), "operator": name,
                         "occurrence": occurrence, "diff": diff,
                         "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16], "source": path})
     print(json.dumps({"candidates": candidates, "mutants": mutants}))
